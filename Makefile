@@ -1,0 +1,40 @@
+# tfdist — set-up, tests and demos. `make test` works on a fresh machine: it creates .venv,
+# installs tfdist with its test extras and runs the lint and the whole test suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.tfdist-installed
+SRC    := tfdist pipelines tests bench
+
+.PHONY: help install test test-fast lint format clean
+
+help:
+	@echo "make install    create .venv and install tfdist with its test extras"
+	@echo "make test       lint + the whole test suite (what CI runs)"
+	@echo "make test-fast  lint + tests not marked slow"
+	@echo "make format     reformat the sources in place (yapf)"
+
+# Re-install only when the package metadata changes, so a second `make test` starts at once.
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/yapf --diff --recursive --parallel $(SRC)
+	$(BIN)/flake8 $(SRC)
+
+format: $(STAMP)
+	$(BIN)/yapf --in-place --recursive --parallel $(SRC)
+
+test: lint
+	$(BIN)/python -m pytest
+
+test-fast: lint
+	$(BIN)/python -m pytest -m "not slow"
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

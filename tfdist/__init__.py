@@ -1,0 +1,12 @@
+"""tfdist: distributed TensorFlow/Keras training on Slurm clusters.
+
+Import tfdist before TensorFlow: it selects tf-keras (Keras 2), the only Keras on which every
+strategy of tfdist runs under `model.fit` and Horovod works (shared/design/FACTS.md).
+"""
+
+import os
+
+# TensorFlow reads this when `tf.keras` is first touched; it must be set before that happens.
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""The `tfdist` command and the absl flags shared by every entry point."""

@@ -1,0 +1,34 @@
+"""Where am I? The cluster layer: environments, roles, ports. Never imports TensorFlow."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Optional
+
+from tfdist.cluster.base import Cluster, ClusterEnv
+from tfdist.cluster.errors import ClusterError
+from tfdist.cluster.local import LocalLaunchEnv, single_process
+from tfdist.cluster.ports import check_port_free
+from tfdist.cluster.roles import STRATEGIES, Roles, build_roles
+from tfdist.cluster.slurm import SlurmEnv
+from tfdist.cluster.tf_config import TFConfigEnv
+
+# Detection order: a launcher's own variables beat a TF_CONFIG the user set, which beats Slurm
+# (a user may run `tfdist launch` or write TF_CONFIG inside a Slurm allocation).
+ENVIRONMENTS: tuple[type[ClusterEnv], ...] = (LocalLaunchEnv, TFConfigEnv, SlurmEnv)
+
+
+def detect(environ: Optional[Mapping[str, str]] = None) -> Cluster:
+    """This task's Cluster from the first environment present, else a single local process."""
+    environ = os.environ if environ is None else environ
+    for env in ENVIRONMENTS:
+        if env.is_present(environ):
+            return env.read(environ)
+    return single_process()
+
+
+__all__ = [
+    "Cluster", "ClusterEnv", "ClusterError", "ENVIRONMENTS", "Roles", "STRATEGIES", "build_roles",
+    "check_port_free", "detect"
+]

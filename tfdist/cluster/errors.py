@@ -1,0 +1,9 @@
+"""The one error type of the cluster layer."""
+
+
+class ClusterError(ValueError):
+    """A cluster set-up that cannot work.
+
+    The message stands on its own in a job log: it names the value received, what was expected and
+    the Slurm option, flag or environment variable to change.
+    """

@@ -1,0 +1,23 @@
+"""The check that tf.keras really is tf-keras (Keras 2) in this process."""
+
+import os
+
+
+class KerasVersionError(RuntimeError):
+    """TensorFlow was set up with Keras 3 before tfdist could select tf-keras."""
+
+
+def require_legacy_keras():
+    """Return tf.keras after checking that it is tf-keras; raise KerasVersionError if not."""
+    import tensorflow as tf
+
+    version = getattr(tf.keras, "__version__", "unknown")
+    if not version.startswith("2."):
+        raise KerasVersionError(
+            f"tf.keras is Keras {version} in this process, but tfdist needs tf-keras 2.x "
+            "(under Keras 3, MultiWorkerMirrored and ParameterServer model.fit and Horovod's Keras "
+            "API fail). TensorFlow was imported and tf.keras used before tfdist, while "
+            f"TF_USE_LEGACY_KERAS was {os.environ.get('TF_USE_LEGACY_KERAS', 'unset')!r} at "
+            "that time. Fix: put `import tfdist` before `import tensorflow` and `import keras` in "
+            "your script, or `export TF_USE_LEGACY_KERAS=1` before starting Python.")
+    return tf.keras
