@@ -1,6 +1,7 @@
 """The check that tf.keras really is tf-keras (Keras 2) in this process."""
 
 import os
+import sys
 
 
 class KerasVersionError(RuntimeError):
@@ -11,8 +12,9 @@ def require_legacy_keras():
     """Return tf.keras after checking that it is tf-keras; raise KerasVersionError if not."""
     import tensorflow as tf
 
-    version = getattr(tf.keras, "__version__", "unknown")
-    if not version.startswith("2."):
+    package = tf.keras.Model.__module__.split(".")[0]  # "tf_keras", or "keras" for Keras 3
+    version = getattr(sys.modules.get(package), "__version__", "unknown")
+    if package != "tf_keras":
         raise KerasVersionError(
             f"tf.keras is Keras {version} in this process, but tfdist needs tf-keras 2.x "
             "(under Keras 3, MultiWorkerMirrored and ParameterServer model.fit and Horovod's Keras "
