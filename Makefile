@@ -7,12 +7,14 @@ STAMP  := $(VENV)/.tfdist-installed
 SRC    := tfdist pipelines tests bench
 
 .PHONY: help install test test-fast lint format clean
+.PHONY: slurm-up slurm-down
 
 help:
 	@echo "make install    create .venv and install tfdist with its test extras"
 	@echo "make test       lint + the whole test suite (what CI runs)"
 	@echo "make test-fast  lint + tests not marked slow"
 	@echo "make format     reformat the sources in place (yapf)"
+	@echo "make slurm-up   start the two-node test Slurm cluster (slurm-down stops it)"
 
 # Re-install only when the package metadata changes, so a second `make test` starts at once.
 $(STAMP): setup.cfg pyproject.toml
@@ -35,6 +37,13 @@ test: lint
 
 test-fast: lint
 	$(BIN)/python -m pytest -m "not slow"
+
+# The two-node Slurm test cluster in network namespaces (tools/slurm/cluster.sh; root needed).
+slurm-up:
+	tools/slurm/cluster.sh up
+
+slurm-down:
+	tools/slurm/cluster.sh down
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
