@@ -1,0 +1,190 @@
+"""The real two-node Slurm test cluster for the tests in this folder, and helpers to submit jobs.
+
+The cluster (tools/slurm/cluster.sh: munge, slurmctld and two slurmd, each node in its own network
+namespace on a bridge) is started once per session by the `slurm` fixture and stopped at the end,
+unless it was already running before the session (`make slurm-up`) or TFDIST_SLURM_KEEP=1 is set.
+Where the machine cannot make network namespaces (or we are not root) the tests are skipped, and
+the reason is printed in the summary (`-ra`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER_SH = REPO / "tools" / "slurm" / "cluster.sh"
+PROBES = Path(__file__).resolve().parent / "probes"
+# The Python (and tfdist) of the venv that runs the tests: the tasks run the same files.
+PYTHON = Path(sys.prefix) / "bin" / "python"
+TFDIST = Path(sys.prefix) / "bin" / "tfdist"
+
+NODES = ("tfdist-node1", "tfdist-node2")
+NODE_ADDRS = {"tfdist-node1": "10.250.0.11", "tfdist-node2": "10.250.0.12"}
+CONTROLLER_ADDR = "10.250.0.1"
+
+_TERMINAL = {
+    "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+    "BOOT_FAIL", "DEADLINE"
+}
+# Variables of the calling environment that would change what a job's tasks see.
+_DROP = re.compile(r"^(SLURM_|SBATCH_|SRUN_|SALLOC_|TF_CONFIG$|HOROVOD_|TFDIST_)")
+
+
+def _conf_dir() -> Path:
+    return Path(os.environ.get("TFDIST_SLURM_DIR", "/run/tfdist-slurm"))
+
+
+@dataclass
+class Job:
+    """A finished (or timed-out) batch job and the directory its files were written to."""
+    job_id: str
+    state: str
+    exit_code: int
+    signal: int
+    workdir: Path
+    info: dict = field(default_factory=dict)
+
+    @property
+    def log(self) -> str:
+        """The batch script's stdout and stderr (slurm-<id>.out)."""
+        path = self.workdir / f"slurm-{self.job_id}.out"
+        return path.read_text() if path.exists() else ""
+
+    def read(self, name: str) -> str:
+        return (self.workdir / name).read_text()
+
+    def json_files(self, pattern: str) -> list[dict]:
+        return [json.loads(p.read_text()) for p in sorted(self.workdir.glob(pattern))]
+
+    def describe(self) -> str:
+        return (f"job {self.job_id}: state {self.state}, exit code {self.exit_code}:{self.signal}\n"
+                f"--- slurm-{self.job_id}.out ---\n{self.log}")
+
+
+class SlurmCluster:
+    """Submit to and query the test cluster."""
+
+    def __init__(self, conf: Path):
+        self.conf = conf
+        self.nodes = NODES
+        self.node_addrs = dict(NODE_ADDRS)
+
+    def env(self) -> dict:
+        env = {k: v for k, v in os.environ.items() if not _DROP.match(k)}
+        env["SLURM_CONF"] = str(self.conf)
+        return env
+
+    def cmd(self, *args: str, check: bool = True, timeout: float = 30) -> str:
+        proc = subprocess.run(args, env=self.env(), capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
+        return proc.stdout
+
+    def job_info(self, job_id: str) -> dict:
+        """`scontrol show job` as a dict (empty once Slurm has forgotten the job)."""
+        out = self.cmd("scontrol", "show", "job", "-o", job_id, check=False)
+        info = {}
+        for item in out.split():
+            key, _, value = item.partition("=")
+            info.setdefault(key, value)
+        return info
+
+    def submit(self, script: str, *sbatch_args: str, workdir: Path, name: str = "job.sh") -> str:
+        """Write `script` to workdir/name and sbatch it; returns the job id. Output goes to
+        workdir/slurm-<id>.out and the job runs in workdir."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        if not script.startswith("#!"):
+            script = "#!/bin/bash\n" + script
+        path = workdir / name
+        path.write_text(script)
+        path.chmod(0o755)
+        out = self.cmd("sbatch", "--parsable", f"--chdir={workdir}",
+                       f"--output={workdir}/slurm-%j.out", *sbatch_args, str(path))
+        return out.strip().split(";")[0]
+
+    def wait(self, job_id: str, workdir: Path, timeout: float = 300, poll: float = 0.25) -> Job:
+        """Poll `scontrol show job` until the job ends (no accounting here, so no sacct).
+        On timeout the job is cancelled and the test fails with its log."""
+        deadline = time.monotonic() + timeout
+        info: dict = {}
+        while time.monotonic() < deadline:
+            info = self.job_info(job_id)
+            if info.get("JobState") in _TERMINAL:
+                code, _, sig = info.get("ExitCode", "0:0").partition(":")
+                return Job(job_id, info["JobState"], int(code), int(sig or 0), workdir, info)
+            time.sleep(poll)
+        self.cmd("scancel", job_id, check=False)
+        job = Job(job_id, info.get("JobState", "?"), -1, 0, workdir, info)
+        pytest.fail(f"job {job_id} did not finish within {timeout:.0f} s "
+                    f"(last state {job.state}, reason {info.get('Reason')})\n{job.describe()}")
+
+    def sbatch(self, script: str, *sbatch_args: str, workdir: Path, timeout: float = 300) -> Job:
+        """Submit and wait for the end (like `sbatch --wait`, without its up-to-10-s polling)."""
+        return self.wait(self.submit(script, *sbatch_args, workdir=workdir), workdir, timeout)
+
+
+def _is_up(conf: Path) -> bool:
+    pid_file = _conf_dir() / "slurmctld.pid"
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return conf.exists()
+
+
+def _cannot_run_reason() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return f"the test Slurm cluster needs Linux network namespaces; this is {sys.platform}"
+    if os.geteuid() != 0:
+        return "the test Slurm cluster needs root (network namespaces, bridge, /etc/hosts)"
+    proc = subprocess.run(["bash", str(CLUSTER_SH), "check"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return (proc.stderr.strip() or proc.stdout.strip()).replace("slurm-cluster: error: ", "")
+    return None
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """The running test cluster (started here, stopped at the end of the session)."""
+    reason = _cannot_run_reason()
+    if reason:
+        print(f"\nreal-Slurm tests skipped: {reason}", file=sys.stderr)
+        pytest.skip(f"real-Slurm tests need network namespaces: {reason}")
+    conf = _conf_dir() / "slurm.conf"
+    was_up = _is_up(conf)
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(CLUSTER_SH), "up"],
+                          capture_output=True,
+                          text=True,
+                          timeout=900)
+    if proc.returncode != 0:
+        logs = ""
+        for log in sorted((_conf_dir() / "log").glob("*.log")):
+            logs += f"\n--- {log} ---\n" + "\n".join(log.read_text().splitlines()[-20:])
+        subprocess.run(["bash", str(CLUSTER_SH), "down"], capture_output=True, text=True)
+        pytest.fail(f"tools/slurm/cluster.sh up failed ({proc.returncode}):\n{proc.stdout}"
+                    f"{proc.stderr}{logs}")
+    print(
+        f"\ntest Slurm cluster up in {time.monotonic() - t0:.1f} s "
+        f"({'already running' if was_up else 'started'})",
+        file=sys.stderr)
+    yield SlurmCluster(conf)
+    if not was_up and os.environ.get("TFDIST_SLURM_KEEP") != "1":
+        subprocess.run(["bash", str(CLUSTER_SH), "down"], capture_output=True, text=True)
+
+
+@pytest.fixture
+def jobdir(tmp_path: Path) -> Path:
+    """A directory for one job's script and output (the tasks share the file system)."""
+    d = tmp_path / "job"
+    d.mkdir()
+    return d
