@@ -119,12 +119,23 @@ NodeName=${NODES[0]} NodeAddr=${NODE_ADDRS[0]} CPUs=2 Sockets=1 CoresPerSocket=2
 NodeName=${NODES[1]} NodeAddr=${NODE_ADDRS[1]} CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 State=UNKNOWN
 PartitionName=tfdist Nodes=${NODES[0]},${NODES[1]} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
-    mv "$CONF".tmp "$CONF"
+    if [ -f "$CONF" ] && cmp -s "$CONF".tmp "$CONF"; then
+        rm -f "$CONF".tmp
+    else
+        CONFIG_CHANGED=1
+        mv "$CONF".tmp "$CONF"
+    fi
     # slurmd and slurmctld look for cgroup.conf beside slurm.conf; an explicit one keeps it quiet.
     echo "CgroupPlugin=autodetect" >"$DIR"/cgroup.conf
 }
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# A process that exited but was not yet reaped (a zombie) counts as gone.
+alive() {
+    local state
+    state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+    [ -n "$state" ] && [ "$state" != Z ]
+}
+pid_alive() { [ -f "$1" ] && alive "$(cat "$1" 2>/dev/null)"; }
 
 start_munge() {
     if pid_alive "$MUNGE_DIR/munged.pid"; then return 0; fi
@@ -166,10 +177,6 @@ ensure_network() {
             ip -n "$ns" addr add "${NODE_ADDRS[$i]}/24" dev "${veth}p"
         ip -n "$ns" link set "${veth}p" up
     done
-    # Some machines filter bridged traffic through iptables (br_netfilter); ours must pass.
-    if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then
-        log "note: br_netfilter is loaded; bridged traffic on $BRIDGE goes through iptables"
-    fi
 }
 
 ensure_hosts() {
@@ -192,6 +199,7 @@ start_slurmctld() {
     if pid_alive "$DIR/slurmctld.pid"; then return 0; fi
     # -i: ignore saved state errors; -c would clear state. A fresh cluster has none anyway.
     slurmctld -f "$CONF" -i
+    STARTED_CTLD=1
 }
 
 start_slurmd() {
@@ -235,6 +243,10 @@ up() {
     ensure_hosts
     start_slurmctld
     start_slurmd
+    if [ "${CONFIG_CHANGED:-0}" = 1 ] && [ "${STARTED_CTLD:-0}" = 0 ]; then
+        log "slurm.conf changed: scontrol reconfigure"
+        SLURM_CONF=$CONF scontrol reconfigure
+    fi
     wait_ready
     log "up: SLURM_CONF=$CONF (nodes ${NODES[*]} at ${NODE_ADDRS[*]}, controller $CTLD_ADDR)"
 }
@@ -243,10 +255,10 @@ stop_pidfile() {
     local f=$1 name=$2 pid
     [ -f "$f" ] || return 0
     pid=$(cat "$f" 2>/dev/null || true)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    if [ -n "$pid" ] && alive "$pid"; then
         kill "$pid" 2>/dev/null || true
-        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$pid" 2>/dev/null; then
+        for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
+        if alive "$pid"; then
             log "$name ($pid) did not stop; killing it"
             kill -9 "$pid" 2>/dev/null || true
         fi
@@ -266,8 +278,21 @@ kill_in_netns() {
     [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
 }
 
+kill_strays() {
+    # Daemons whose pid file is gone (a failed up, a removed $DIR) are found by their command
+    # line, which names this cluster's own config or munge socket: never anybody else's.
+    local pids
+    pids=$(pgrep -f -- "-f $CONF( |$)|--socket=$MUNGE_SOCKET( |$)" || true)
+    [ -z "$pids" ] && return 0
+    log "stopping daemons without pid file: $pids"
+    kill $pids 2>/dev/null || true
+    sleep 1
+    for pid in $pids; do alive "$pid" && kill -9 "$pid" 2>/dev/null; done
+    return 0
+}
+
 down() {
-    local i ns
+    local i ns veth
     if [ -f "$CONF" ] && command -v scancel >/dev/null; then
         SLURM_CONF=$CONF timeout 5 scancel --quiet --user=root >/dev/null 2>&1 || true
     fi
@@ -275,11 +300,17 @@ down() {
     stop_pidfile "$DIR/slurmctld.pid" slurmctld
     for ns in "${NODES[@]}"; do kill_in_netns "$ns"; done
     stop_pidfile "$MUNGE_DIR/munged.pid" munged
+    kill_strays
     for i in "${!NODES[@]}"; do
         ip link del "${VETHS[$i]}" 2>/dev/null || true
         [ -e "/run/netns/${NODES[$i]}" ] && ip netns del "${NODES[$i]}"
     done
     ip link del "$BRIDGE" 2>/dev/null || true
+    # Leftovers of a `check` that was interrupted.
+    for ns in $(ip netns list | awk '/^tfdist-probe[0-9]+( |$)/ {print $1}'); do ip netns del "$ns"; done
+    for veth in $(ip -o link | awk -F'[:@]' '$2 ~ /^ tfdpr[0-9]+p?$/ {print $2}'); do
+        ip link del "$veth" 2>/dev/null || true
+    done
     remove_hosts
     rm -rf "$DIR"
     log "down: removed namespaces, bridge, /etc/hosts entries, daemons and $DIR"
