@@ -1,0 +1,91 @@
+"""One task of the Horovod tests, run as a script: `python hvd_worker.py MODE OUT_JSON`.
+
+MODE "train": init_horovod from the environment (what `tfdist launch` sets), then a tiny tf_keras
+model trained a few steps with distributed_optimizer + horovod_callbacks. Each rank starts from
+different initial weights (seed = rank): only the broadcast from rank 0 makes them agree.
+MODE "train0": the same with every rank starting from the weights of seed 0 (as "single").
+MODE "single": the same model and data in one process with the global batch, weights of rank 0.
+MODE "init": init_horovod only (for the tests of a missing peer).
+"""
+
+import json
+import sys
+import time
+
+import tfdist  # noqa: F401  (selects tf_keras before TensorFlow loads)
+from tfdist.cluster import build_roles, detect
+from tfdist.distribute import horovod_setup
+
+PER_RANK_BATCH = 8
+STEPS = 6
+WORLD = 2
+
+
+def data():
+    import numpy as np
+
+    rng = np.random.default_rng(1234)
+    x = rng.normal(size=(PER_RANK_BATCH * WORLD * STEPS, 5)).astype("float32")
+    y = (x @ np.arange(1, 6, dtype="float32") + 0.5)[:, None]
+    return x, y
+
+
+def model(seed):
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(seed)
+    return tf_keras.Sequential([
+        tf_keras.layers.Dense(4, activation="tanh", input_shape=(5, )),
+        tf_keras.layers.Dense(1),
+    ])
+
+
+def shard(a, rank):
+    """Rank r's batch j is the r-th half of global batch j, so one worker with the global batch
+    sees the same samples in every step."""
+    steps = a.reshape(STEPS, WORLD, PER_RANK_BATCH, *a.shape[1:])
+    return steps[:, rank].reshape(-1, *a.shape[1:])
+
+
+def main(mode, out):
+    import tf_keras
+
+    start = time.monotonic()
+    x, y = data()
+    result = {"mode": mode}
+    if mode == "single":
+        net = model(seed=0)
+        net.compile(optimizer=tf_keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+        hist = net.fit(x, y, batch_size=PER_RANK_BATCH * WORLD, epochs=2, shuffle=False, verbose=0)
+    else:
+        cluster = detect()
+        hvd = horovod_setup.init_horovod(cluster, build_roles(cluster, "horovod"))
+        result.update(rank=hvd.rank(), size=hvd.size(), init_s=time.monotonic() - start)
+        if mode == "init":
+            horovod_setup.shutdown()
+            json.dump(result, open(out, "w"))
+            return
+        rank = hvd.rank()
+        net = model(seed=0 if mode == "train0" else rank)
+        result["initial_weights"] = [w.tolist() for w in net.get_weights()]
+        opt = horovod_setup.distributed_optimizer(tf_keras.optimizers.SGD(0.05))
+        net.compile(optimizer=opt, loss="mse", metrics=["mae"])
+        ctx = horovod_setup.input_context()
+        result["input_context"] = [ctx.num_input_pipelines, ctx.input_pipeline_id]
+        hist = net.fit(shard(x, rank),
+                       shard(y, rank),
+                       batch_size=PER_RANK_BATCH,
+                       epochs=2,
+                       shuffle=False,
+                       verbose=0,
+                       callbacks=horovod_setup.horovod_callbacks())
+        horovod_setup.barrier()
+        horovod_setup.shutdown()
+    result["weights"] = [w.tolist() for w in net.get_weights()]
+    result["history"] = {k: [float(v) for v in vs] for k, vs in hist.history.items()}
+    result["seconds"] = time.monotonic() - start
+    json.dump(result, open(out, "w"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,74 @@
+"""Real Horovod processes on this machine, set up as `tfdist launch` sets them: no horovodrun."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.horovod.helpers import finish, free_port_base, requires_horovod, start_task
+
+pytestmark = [pytest.mark.horovod, pytest.mark.slow, requires_horovod]
+
+
+def run_pair(tmp_path, mode, **extra):
+    port = free_port_base()
+    outs = [tmp_path / f"{mode}-{rank}.json" for rank in range(2)]
+    procs = [start_task(mode, outs[r], rank=r, port=port, **extra) for r in range(2)]
+    results = finish(procs, timeout=240)
+    for rank, (code, out, _) in enumerate(results):
+        assert code == 0, f"rank {rank} exited {code}:\n{out[-4000:]}"
+    return [json.loads(o.read_text()) for o in outs]
+
+
+def assert_weights_close(a, b, rtol):
+    assert len(a) == len(b)
+    for wa, wb in zip(a, b):
+        np.testing.assert_allclose(np.array(wa), np.array(wb), rtol=rtol, atol=1e-7)
+
+
+def test_two_ranks_agree_after_broadcast_and_allreduce(tmp_path):
+    r0, r1 = run_pair(tmp_path, "train")
+    assert (r0["rank"], r0["size"], r1["rank"], r1["size"]) == (0, 2, 1, 2)
+    assert r0["input_context"] == [2, 0] and r1["input_context"] == [2, 1]
+    # Different seeds: the ranks start apart, so equality at the end needs the broadcast.
+    assert not np.allclose(np.array(r0["initial_weights"][0]), np.array(r1["initial_weights"][0]))
+    assert_weights_close(r0["weights"], r1["weights"], rtol=1e-6)
+    # MetricAverageCallback: both ranks log the same (averaged) epoch metrics.
+    assert r0["history"].keys() == r1["history"].keys() == {"loss", "mae"}
+    for key in ("loss", "mae"):
+        np.testing.assert_allclose(r0["history"][key], r1["history"][key], rtol=1e-6)
+    assert r0["history"]["loss"][-1] < r0["history"]["loss"][0]
+
+
+def test_two_ranks_do_the_math_of_one_worker_with_the_global_batch(tmp_path):
+    pair = run_pair(tmp_path, "train0")
+    out = tmp_path / "single.json"
+    [(code, log, _)] = finish([start_task("single", out)], timeout=240)
+    assert code == 0, log[-4000:]
+    single = json.loads(out.read_text())
+    for r in pair:
+        assert_weights_close(r["weights"], single["weights"], rtol=1e-5)
+        np.testing.assert_allclose(r["history"]["loss"], single["history"]["loss"], rtol=1e-5)
+        np.testing.assert_allclose(r["history"]["mae"], single["history"]["mae"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("present", [0, 1])
+def test_a_task_that_never_starts_ends_the_other_with_an_error(tmp_path, present):
+    """Rank 0 alone waits for rank 1; rank 1 alone waits for rank 0's rendezvous. Both must fail
+    with a message naming the missing side within the timeout, not hang."""
+    timeout = 8
+    port = free_port_base()
+    proc = start_task("init",
+                      tmp_path / "x.json",
+                      rank=present,
+                      port=port,
+                      HOROVOD_GLOO_TIMEOUT_SECONDS=str(timeout))
+    [(code, log, seconds)] = finish([proc], timeout=120)
+    assert code != 0, log[-3000:]
+    assert "HorovodSetupError" in log, log[-3000:]
+    if present == 0:
+        assert "rank(s) 1 of 2 (host(s) localhost) did not reach the rendezvous" in log
+    else:
+        assert f"the rendezvous of rank 0 at localhost:{port} did not answer within 8 s" in log
+    assert "HOROVOD_GLOO_TIMEOUT_SECONDS" in log
+    print(f"missing peer detected by rank {present} after {seconds:.1f} s (incl. TF import)")

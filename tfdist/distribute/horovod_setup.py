@@ -1,0 +1,409 @@
+"""Horovod on tfdist: the gloo rendezvous without horovodrun, and the Keras pieces the runtime uses.
+
+Under `srun` or `tfdist launch` nobody runs horovodrun. So rank 0 serves Horovod's own HTTP
+rendezvous (the server horovodrun starts) on the port the cluster layer chose, every task gets the
+HOROVOD_* variables horovodrun would have set (`Roles.horovod`), and `hvd.init()` then forms the
+gloo rings. Before that, every task checks in at the rendezvous, so a task that never starts ends
+the others with an error naming it after HOROVOD_GLOO_TIMEOUT_SECONDS instead of a hang. An
+environment made by horovodrun (or by mpirun, for a Horovod built with MPI) is used as it is.
+
+`horovod.tensorflow.keras` imports `keras`, which is Keras 3 beside TF >= 2.16, and its callbacks
+then fail (shared/design/FACTS.md). `import_horovod_keras` imports it with `keras` resolving to
+`tf_keras` for the length of that import only: this is the one place tfdist aliases `keras`.
+
+TensorFlow and Horovod are imported inside the functions only: importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Optional
+
+from tfdist.cluster.base import Cluster
+from tfdist.cluster.local import LocalLaunchEnv
+from tfdist.cluster.roles import Roles, horovod_environ
+
+log = logging.getLogger(__name__)
+
+HOROVOD_VERSION = "0.28.1"
+TIMEOUT_VAR = "HOROVOD_GLOO_TIMEOUT_SECONDS"
+DEFAULT_TIMEOUT = 30.0  # Horovod's own default for HOROVOD_GLOO_TIMEOUT_SECONDS
+OWNED_VAR = "TFDIST_HOROVOD"  # set beside the HOROVOD_* variables that tfdist wrote itself
+CHECK_IN_SCOPE = "tfdist"  # an ad-hoc scope of the rendezvous store where the tasks check in
+INSTALL_HINT = ("Install it with `make horovod` in a tfdist checkout (builds Horovod "
+                f"{HOROVOD_VERSION} with gloo against this TensorFlow once and caches the wheel), "
+                "or `tools/build_horovod_wheel.sh --install`.")
+COMPRESSIONS = ("none", "fp16")
+
+# What init_horovod set up in this process: the rendezvous server (rank 0) and the module.
+_state: dict[str, Any] = {"server": None, "hvd": None}
+
+
+class HorovodSetupError(RuntimeError):
+    """Horovod is missing, or its tasks could not meet."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Importing Horovod
+
+
+def horovod_available() -> bool:
+    """True when a Horovod package is installed (it is not imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec("horovod") is not None
+
+
+def _is_keras_name(name: str) -> bool:
+    return name == "keras" or name.startswith("keras.")
+
+
+def import_horovod_keras():
+    """`horovod.tensorflow.keras`, imported with `keras` resolving to `tf_keras`.
+
+    Horovod's Keras module binds `keras` when it is imported; under Keras 3 its callbacks fail.
+    For the length of that import `sys.modules["keras"]` is `tf_keras`; afterwards every
+    `keras` and `keras.*` entry of `sys.modules` is as it was (absent if it was absent), so nothing
+    else in the process sees the alias. Horovod's callbacks keep the tf_keras they bound.
+    """
+    module = sys.modules.get("horovod.tensorflow.keras")
+    if module is not None:
+        return module
+    from tfdist.keras_check import require_legacy_keras
+
+    require_legacy_keras()  # tf.keras must be tf_keras: Horovod's module uses both
+    import tf_keras
+
+    saved = {name: mod for name, mod in sys.modules.items() if _is_keras_name(name)}
+    sys.modules["keras"] = tf_keras
+    try:
+        return importlib.import_module("horovod.tensorflow.keras")
+    except ImportError as err:
+        raise HorovodSetupError(f"Cannot import horovod.tensorflow.keras ({err}). "
+                                f"{INSTALL_HINT}") from err
+    finally:
+        for name in [name for name in sys.modules if _is_keras_name(name)]:
+            if name not in saved:
+                del sys.modules[name]
+        sys.modules.update(saved)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which environment, and the rendezvous
+
+
+def horovodrun_environment(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """True when a Horovod launcher set this process up: horovodrun with gloo (it sets HOROVOD_RANK,
+    HOROVOD_SIZE and the rendezvous address), or Open MPI's mpirun (as horovodrun --mpi does).
+
+    Variables tfdist wrote itself (marked with TFDIST_HOROVOD=1) and processes of `tfdist launch`
+    do not count: there tfdist's own roles apply.
+    """
+    environ = os.environ if environ is None else environ
+    if environ.get(OWNED_VAR) == "1" or LocalLaunchEnv.is_present(environ):
+        return False
+    gloo = all(name in environ
+               for name in ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_GLOO_RENDEZVOUS_ADDR"))
+    mpi = "OMPI_COMM_WORLD_RANK" in environ and "HOROVOD_GLOO_RENDEZVOUS_ADDR" not in environ
+    return gloo or mpi
+
+
+def host_alloc_plan(cluster: Cluster) -> list:
+    """Horovod's SlotInfo of every rank, as horovodrun's `get_host_assignments` would make them:
+    the rendezvous server learns from it how many tasks each global, local and cross ring has."""
+    import dataclasses
+
+    from horovod.runner.common.util.hosts import SlotInfo
+
+    plan = []
+    for rank in range(cluster.world_size):
+        env = horovod_environ(dataclasses.replace(cluster, rank=rank), 0)
+        plan.append(
+            SlotInfo(hostname=env["HOROVOD_HOSTNAME"],
+                     rank=rank,
+                     local_rank=int(env["HOROVOD_LOCAL_RANK"]),
+                     cross_rank=int(env["HOROVOD_CROSS_RANK"]),
+                     size=cluster.world_size,
+                     local_size=int(env["HOROVOD_LOCAL_SIZE"]),
+                     cross_size=int(env["HOROVOD_CROSS_SIZE"])))
+    return plan
+
+
+class RendezvousService:
+    """Horovod's rendezvous HTTP server (the one horovodrun runs) on a fixed port, served from a
+    daemon thread: it ends with the process, or earlier with `stop()`."""
+
+    def __init__(self, cluster: Cluster, port: int, verbose: bool = False):
+        from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
+
+        try:
+            # IPv4 on every interface: Horovod's HTTP client speaks IPv4 only.
+            self._httpd = RendezvousHTTPServer(("0.0.0.0", port), RendezvousHandler, verbose)
+        except OSError as err:
+            raise HorovodSetupError(
+                f"Rank 0 cannot serve the Horovod rendezvous on port {port}: {err}. Another job "
+                "may use that port: choose another base port (--port, or TFDIST_PORT)") from err
+        self.port = port
+        self._httpd.init(host_alloc_plan(cluster))
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.2},
+                                        name="tfdist-horovod-rendezvous",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._httpd.shutdown()
+            self._thread.join()
+        self._httpd.server_close()
+
+
+def serve_rendezvous(cluster: Cluster, port: int, verbose: bool = False) -> RendezvousService:
+    """Start the gloo rendezvous for `cluster` on this host's `port` (call it on rank 0 only)."""
+    if cluster.rank != 0:
+        raise HorovodSetupError(f"Only rank 0 serves the Horovod rendezvous; this is rank "
+                                f"{cluster.rank}.")
+    return RendezvousService(cluster, port, verbose)
+
+
+def _url(addr: str, port: int, key: str) -> str:
+    return f"http://{addr}:{port}/{CHECK_IN_SCOPE}/{key}"
+
+
+def check_in(cluster: Cluster, addr: str, port: int, timeout: float) -> None:
+    """Tell the rendezvous at addr:port that this rank is here, then wait until every rank is.
+
+    Raises HorovodSetupError naming the missing ranks and hosts (or the unreachable rendezvous)
+    after `timeout` seconds: without it, Horovod's gloo either aborts the process from a C++
+    thread or, before rank 0 is up, gives up after 1.5 s.
+    """
+    deadline = time.monotonic() + timeout
+    body = json.dumps({"host": cluster.host, "pid": os.getpid()}).encode()
+    put = urllib.request.Request(_url(addr, port, f"rank_{cluster.rank}"), data=body, method="PUT")
+    last_error: Optional[Exception] = None
+    while True:
+        try:
+            with urllib.request.urlopen(put, timeout=5):
+                break
+        except (urllib.error.URLError, OSError) as err:
+            last_error = err
+        if time.monotonic() > deadline:
+            raise HorovodSetupError(
+                f"Horovod rank {cluster.rank} on {cluster.host}: the rendezvous of rank 0 at "
+                f"{addr}:{port} did not answer within {timeout:g} s ({last_error}). Rank 0 "
+                f"(host {cluster.task_hosts[0]}) did not start or failed before serving it; see "
+                f"its log. Raise {TIMEOUT_VAR} if tasks start slowly.")
+        time.sleep(0.2)
+
+    missing = list(range(cluster.world_size))
+    while True:
+        missing = [rank for rank in missing if not _checked_in(addr, port, rank)]
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            hosts = sorted({cluster.task_hosts[rank] for rank in missing})
+            raise HorovodSetupError(
+                f"Horovod rank {cluster.rank}: rank(s) {', '.join(map(str, missing))} of "
+                f"{cluster.world_size} (host(s) {', '.join(hosts)}) did not reach the rendezvous "
+                f"at {addr}:{port} within {timeout:g} s. They did not start or failed first; see "
+                f"their logs. Raise {TIMEOUT_VAR} if tasks start slowly.")
+        time.sleep(0.2)
+
+
+def _checked_in(addr: str, port: int, rank: int) -> bool:
+    try:
+        with urllib.request.urlopen(_url(addr, port, f"rank_{rank}"), timeout=5):
+            return True
+    except (urllib.error.URLError, OSError):  # 404 (an HTTPError) until the rank checks in
+        return False
+
+
+def gloo_iface_towards(addr: str, port: int) -> Optional[str]:
+    """The name of the network interface this host uses to reach addr (e.g. "lo" for localhost).
+
+    Without HOROVOD_GLOO_IFACE, gloo listens on the address of this machine's hostname, which on
+    nodes with several networks (or network namespaces) may be one the peers cannot reach.
+    """
+    import psutil  # a dependency of Horovod
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((socket.gethostbyname(addr), port))  # UDP: picks a route, sends nothing
+            local_ip = probe.getsockname()[0]
+    except OSError:
+        return None
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == local_ip for a in addresses):
+            return name
+    return None
+
+
+def _timeout(timeout: Optional[float], environ: Mapping[str, str]) -> float:
+    if timeout is not None:
+        return float(timeout)
+    raw = environ.get(TIMEOUT_VAR)
+    try:
+        return float(raw) if raw else DEFAULT_TIMEOUT
+    except ValueError:
+        raise HorovodSetupError(f"{TIMEOUT_VAR}={raw!r} is not a number of seconds.") from None
+
+
+def set_horovod_environ(roles: Roles,
+                        environ: Optional[MutableMapping[str, str]] = None) -> dict[str, str]:
+    """Write the roles' HOROVOD_* variables (and the gloo interface) into `environ`; returns what
+    was written. A HOROVOD_GLOO_IFACE the user set is kept."""
+    environ = os.environ if environ is None else environ
+    if roles.horovod is None:
+        raise HorovodSetupError(f"The roles are for strategy {roles.strategy!r}, not horovod: "
+                                "build them with build_roles(cluster, 'horovod').")
+    values = dict(roles.horovod)
+    if not environ.get("HOROVOD_GLOO_IFACE"):
+        iface = gloo_iface_towards(values["HOROVOD_GLOO_RENDEZVOUS_ADDR"],
+                                   int(values["HOROVOD_GLOO_RENDEZVOUS_PORT"]))
+        if iface:
+            values["HOROVOD_GLOO_IFACE"] = iface
+    if roles.horovod["HOROVOD_SIZE"] == "1":
+        # One task: gloo keeps its rendezvous in memory, no server needed.
+        for name in ("HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT"):
+            values.pop(name, None)
+            environ.pop(name, None)
+    values[OWNED_VAR] = "1"
+    environ.update(values)
+    return values
+
+
+def init_horovod(cluster: Cluster,
+                 roles: Optional[Roles],
+                 timeout: Optional[float] = None,
+                 verbose: bool = False):
+    """Set Horovod up for this task and return `horovod.tensorflow.keras` (as `hvd`).
+
+    - horovodrun (or mpirun) made the environment: used as it is, `hvd.init()`.
+    - otherwise (srun, `tfdist launch`): HOROVOD_* from `roles.horovod`, rank 0 serves the
+      rendezvous, every rank checks in (HorovodSetupError naming the missing ranks after `timeout`
+      s, default HOROVOD_GLOO_TIMEOUT_SECONDS or 30), then `hvd.init()`.
+    Then checks that Horovod's rank and size are the cluster's (or horovodrun's).
+    """
+    hvd = _state["hvd"]
+    if hvd is not None and hvd.is_initialized():
+        return hvd
+    hvd = import_horovod_keras()
+    seconds = _timeout(timeout, os.environ)
+    if horovodrun_environment():
+        log.info("Horovod: using the environment of horovodrun/mpirun as it is.")
+        expected = None
+        if "HOROVOD_RANK" in os.environ:
+            expected = (int(os.environ["HOROVOD_RANK"]), int(os.environ["HOROVOD_SIZE"]))
+        hvd.init()
+    else:
+        os.environ[TIMEOUT_VAR] = f"{seconds:g}"  # gloo's own timeouts, the same as ours
+        env = set_horovod_environ(roles)
+        if cluster.world_size > 1:
+            addr = env["HOROVOD_GLOO_RENDEZVOUS_ADDR"]
+            port = int(env["HOROVOD_GLOO_RENDEZVOUS_PORT"])
+            if cluster.rank == 0:
+                _stop_server()
+                _state["server"] = serve_rendezvous(cluster, port, verbose)
+            try:
+                check_in(cluster, addr, port, seconds)
+            except HorovodSetupError:
+                _stop_server()
+                raise
+        expected = (cluster.rank, cluster.world_size)
+        hvd.init()
+    if expected is not None and (hvd.rank(), hvd.size()) != expected:
+        got = (hvd.rank(), hvd.size())
+        hvd.shutdown()
+        raise HorovodSetupError(
+            f"Horovod started as rank {got[0]} of {got[1]}, but this task is rank {expected[0]} "
+            f"of {expected[1]}. Is this Horovod built with gloo (`horovodrun --check-build`)?")
+    _state["hvd"] = hvd
+    log.info("Horovod rank %d of %d (local rank %d of %d) ready.", hvd.rank(), hvd.size(),
+             hvd.local_rank(), hvd.local_size())
+    return hvd
+
+
+def _stop_server() -> None:
+    server, _state["server"] = _state["server"], None
+    if server is not None:
+        server.stop()
+
+
+# ---------------------------------------------------------------------------------------------
+# What the runtime asks of the engine
+
+
+def _hvd():
+    hvd = _state["hvd"]
+    if hvd is None or not hvd.is_initialized():
+        raise HorovodSetupError("Horovod is not initialised in this process: call init_horovod "
+                                "first.")
+    return hvd
+
+
+def distributed_optimizer(optimizer,
+                          compression: str = "none",
+                          backward_passes_per_step: int = 1,
+                          average_aggregated_gradients: bool = True,
+                          **kwargs):
+    """Horovod's DistributedOptimizer around a tf_keras optimizer: gradients averaged across the
+    ranks, optionally sent as fp16, and applied every `backward_passes_per_step` batches (the
+    aggregated gradients averaged, so the learning rate means the same as with one pass)."""
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression={compression!r}: expected one of {', '.join(COMPRESSIONS)}.")
+    if backward_passes_per_step < 1:
+        raise ValueError(f"backward_passes_per_step={backward_passes_per_step}: expected >= 1.")
+    hvd = _hvd()
+    return hvd.DistributedOptimizer(optimizer,
+                                    compression=getattr(hvd.Compression, compression),
+                                    backward_passes_per_step=backward_passes_per_step,
+                                    average_aggregated_gradients=average_aggregated_gradients,
+                                    **kwargs)
+
+
+def horovod_callbacks(root_rank: int = 0) -> list:
+    """Broadcast of the initial variables from `root_rank`, and metric averaging across ranks.
+    Put them before callbacks that read the metrics (checkpoints, loggers)."""
+    hvd = _hvd()
+    return [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(root_rank),
+        hvd.callbacks.MetricAverageCallback(),
+    ]
+
+
+def input_context():
+    """The tf.distribute.InputContext of this rank: one input pipeline per rank."""
+    import tensorflow as tf
+
+    hvd = _hvd()
+    return tf.distribute.InputContext(num_input_pipelines=hvd.size(),
+                                      input_pipeline_id=hvd.rank(),
+                                      num_replicas_in_sync=hvd.size())
+
+
+def barrier() -> None:
+    """Wait until every rank is here (an allreduce of one number: Horovod 0.28's TensorFlow API
+    has no barrier)."""
+    import tensorflow as tf
+
+    hvd = _hvd()
+    hvd.allreduce(tf.constant(0.0), name="tfdist_barrier", op=hvd.Sum)
+
+
+def shutdown() -> None:
+    """Shut Horovod down and stop the rendezvous server; safe to call twice."""
+    hvd = _state["hvd"]
+    if hvd is not None and hvd.is_initialized():
+        hvd.shutdown()
+    _state["hvd"] = None
+    _stop_server()

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Build Horovod (gloo only, TensorFlow only) from the PyPI sdist against the TensorFlow of a given
+# Python, ONCE, and keep the wheel in a cache outside the repository; install it from there.
+#
+#   tools/build_horovod_wheel.sh [--install] [--force]
+#
+#   PYTHON                the interpreter whose TensorFlow Horovod is built against (.venv/bin/python)
+#   HOROVOD_VERSION       0.28.1
+#   TFDIST_WHEEL_CACHE    ${XDG_CACHE_HOME:-~/.cache}/tfdist/wheels
+#
+# The wheel links against TensorFlow's C++ ABI, so the cache key holds the Horovod, TensorFlow and
+# Python versions: a different TensorFlow gets its own build. A second run (or a fresh clone on the
+# same machine) finds the wheel and takes seconds. An installed Horovod of the same version that
+# imports is left alone.
+set -euo pipefail
+
+PYTHON=${PYTHON:-.venv/bin/python}
+HOROVOD_VERSION=${HOROVOD_VERSION:-0.28.1}
+CACHE_ROOT=${TFDIST_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfdist/wheels}
+INSTALL=0
+FORCE=0
+for arg in "$@"; do
+    case "$arg" in
+        --install) INSTALL=1 ;;
+        --force) FORCE=1 ;;
+        -h | --help)
+            sed -n '2,14p' "$0"
+            exit 0
+            ;;
+        *)
+            echo "build_horovod_wheel.sh: unknown argument '$arg' (use --install, --force)" >&2
+            exit 2
+            ;;
+    esac
+done
+
+log() { echo "[horovod] $*" >&2; }
+
+if ! "$PYTHON" -c 'import tensorflow' 2>/dev/null; then
+    log "TensorFlow is not importable with $PYTHON: install tfdist first (make install)."
+    exit 1
+fi
+# Without TF_USE_LEGACY_KERAS the import prints nothing different; only versions are read here.
+read -r TF_VERSION PY_TAG < <(TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" -c \
+    'import sys, tensorflow as tf; print(tf.__version__, "cp%d%d" % sys.version_info[:2])' 2>/dev/null)
+CACHE_DIR="$CACHE_ROOT/horovod-$HOROVOD_VERSION-tf$TF_VERSION-$PY_TAG"
+
+installed_ok() {
+    # An installed Horovod of this version whose TensorFlow ops load.
+    TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" - "$HOROVOD_VERSION" <<'EOF' 2>/dev/null
+import sys
+import horovod
+assert horovod.__version__ == sys.argv[1], horovod.__version__
+import horovod.tensorflow as hvd
+assert hvd.gloo_built(), "Horovod without gloo"
+EOF
+}
+
+find_wheel() { ls "$CACHE_DIR"/horovod-"$HOROVOD_VERSION"-*.whl 2>/dev/null | head -n 1; }
+
+WHEEL=$(find_wheel || true)
+if [[ -n "$WHEEL" && $FORCE == 0 ]]; then
+    log "cached wheel: $WHEEL"
+else
+    for tool in cmake g++ make; do
+        if ! command -v "$tool" >/dev/null; then
+            log "building Horovod needs '$tool' (Debian: apt-get install cmake g++ make)."
+            exit 1
+        fi
+    done
+    log "building Horovod $HOROVOD_VERSION (gloo, TensorFlow $TF_VERSION, $PY_TAG); 10-20 min on 2 cores"
+    mkdir -p "$CACHE_DIR"
+    BUILD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tfdist-horovod-build.XXXXXX")
+    trap 'rm -rf "$BUILD_DIR"' EXIT
+    start=$(date +%s)
+    # --no-build-isolation: build against the TensorFlow installed in this interpreter.
+    # MAKEFLAGS: Horovod's setup.py runs make -j8 unless MAKEFLAGS is set.
+    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+        HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+        MAKEFLAGS=${MAKEFLAGS:--j$(nproc)} TF_CPP_MIN_LOG_LEVEL=3 \
+        "$PYTHON" -m pip wheel --no-build-isolation --no-deps --no-cache-dir \
+        --wheel-dir "$BUILD_DIR" "horovod==$HOROVOD_VERSION"
+    built=$(ls "$BUILD_DIR"/horovod-"$HOROVOD_VERSION"-*.whl)
+    mv -f "$built" "$CACHE_DIR/"
+    WHEEL=$(find_wheel)
+    log "built $WHEEL in $(($(date +%s) - start)) s"
+fi
+
+if [[ $INSTALL == 1 ]]; then
+    if [[ $FORCE == 0 ]] && installed_ok; then
+        log "Horovod $HOROVOD_VERSION already installed and working for $PYTHON; kept."
+    else
+        start=$(date +%s)
+        # Dependencies (cloudpickle, psutil, pyyaml, packaging) come from the index; Horovod itself
+        # only from the cached wheel.
+        "$PYTHON" -m pip install --quiet --force-reinstall --no-deps "$WHEEL"
+        "$PYTHON" -m pip install --quiet "$WHEEL"
+        if ! installed_ok; then
+            log "installed $WHEEL but 'import horovod.tensorflow' fails; rebuild with --force."
+            exit 1
+        fi
+        log "installed $WHEEL in $(($(date +%s) - start)) s"
+    fi
+fi
