@@ -1,0 +1,173 @@
+"""From a record source and an InputContext to the batches of one input pipeline.
+
+The stages, in order, each set by an argument:
+  records of this pipeline's files (read in parallel, deterministically)
+  -> cache (memory, or a file on node-local disk)      cache=
+  -> shuffle with the seed of the epoch                 shuffle=, shuffle_buffer=
+  -> cut to equal full batches, then shard by record    (the ShardPlan)
+  -> decode + map_fn in parallel (AUTOTUNE)             map_fn=
+  -> per-replica batch                                  batch_size, drop_remainder=
+  -> prefetch (AUTOTUNE)
+Every shuffle before the shard uses the same seed on every worker, so the pipelines split one
+common order and never share a sample. With shuffle=False the order is the file order: files in
+manifest order, records in file order, and by record pipeline i gets records i, i+N, ...
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import os
+import tempfile
+from typing import Callable, Protocol
+
+import tensorflow as tf
+
+from tfdist.data import sharding
+from tfdist.data.context import epoch_seed
+from tfdist.data.errors import DataError
+from tfdist.data.writers import fingerprint
+
+AUTOTUNE = tf.data.AUTOTUNE
+# Distinct element seeds per pipeline: element k of pipeline i gets k * N + i.
+MapFn = Callable[[object, tf.Tensor], object]
+
+
+class RecordSource(Protocol):
+    """What `build_dataset` needs from a source (TFRecord files, HDF5 files, arrays, TFDS)."""
+    files: list[str]
+    counts: list[int]
+    shuffle_buffer: int  # default buffer: the whole stream for cheap records, else a bound
+    shuffles_files: bool  # whether records() reorders files by the epoch seed
+
+    def records(self, file_ids: list[int], seed: tf.Tensor | None,
+                cycle_length: int) -> tf.data.Dataset:
+        """The records of these files; in file order when seed is None."""
+
+    def prepare(self, ds: tf.data.Dataset) -> tf.data.Dataset:
+        """Sharded (record, element seed) -> (record, element seed) ready for parse, e.g. a
+        chunked read; identity when records are already the data."""
+
+    def parse(self, record):
+        """One record -> one sample, run in the parallel map."""
+
+
+def build_dataset(source: RecordSource,
+                  input_context: tf.distribute.InputContext | None,
+                  batch_size: int,
+                  *,
+                  map_fn: MapFn | None = None,
+                  seed: int = 0,
+                  shuffle: bool = True,
+                  epoch: int = 0,
+                  repeat: bool = False,
+                  drop_remainder: bool = True,
+                  shard_by: str = "auto",
+                  shuffle_buffer: int | None = None,
+                  cache: str | None = None,
+                  cycle_length: int = 4,
+                  deterministic: bool = True,
+                  prefetch: bool = True) -> tf.data.Dataset:
+    """Batches of `batch_size` (per replica) for input_context's pipeline.
+
+    map_fn(sample, seed) -> element runs in the parallel map; `seed` is a per-sample int64 [2]
+    for tf.image.stateless_random_* so augmentation is reproducible too.
+    cache: None, "memory", "disk" (a file under $TMPDIR or /tmp: node-local on most clusters)
+    or a folder for the cache file.
+    """
+    num, pid = ((input_context.num_input_pipelines,
+                 input_context.input_pipeline_id) if input_context is not None else (1, 0))
+    plan = sharding.plan_shards(source.files,
+                                source.counts,
+                                num,
+                                pid,
+                                batch_size,
+                                drop_remainder=drop_remainder,
+                                shard_by=shard_by)
+    sharding.log_once(plan)
+    buffer = shuffle_buffer or source.shuffle_buffer
+    own = list(plan.own_files)
+    read_cycle = cycle_length if shuffle else 1
+
+    base = None
+    if cache or not source.shuffles_files:
+        # A cache replays the first pass, so the stream under it must not depend on the epoch.
+        base = source.records(own, None, read_cycle)
+        if cache:
+            base = base.cache(_cache_file(cache, plan))
+
+    def one_epoch(e):
+        s = epoch_seed(seed, e)
+        records = base if base is not None else source.records(own, s if shuffle else None,
+                                                               read_cycle)
+        if shuffle:
+            records = records.shuffle(buffer, seed=s, reshuffle_each_iteration=False)
+        if plan.keep is not None:
+            records = _keep_first(records, plan.keep, complete=bool(cache))
+        if plan.by == "record" and num > 1:
+            records = records.shard(num, pid)
+        return records.enumerate().map(lambda k, r: (r, tf.stack([s, k * num + pid])))
+
+    if repeat:
+        ds = tf.data.Dataset.range(epoch, tf.int64.max).flat_map(one_epoch)
+    else:
+        ds = one_epoch(tf.constant(epoch, tf.int64))
+    ds = source.prepare(ds)
+
+    def decode(record, element_seed):
+        sample = source.parse(record)
+        return map_fn(sample, element_seed) if map_fn is not None else sample
+
+    ds = ds.map(decode, num_parallel_calls=AUTOTUNE)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    if prefetch:
+        ds = ds.prefetch(AUTOTUNE)
+    return ds.with_options(dataset_options(deterministic))
+
+
+def dataset_options(deterministic: bool = True) -> tf.data.Options:
+    options = tf.data.Options()
+    # tfdist shards itself; TensorFlow's AUTO policy would shard again and warn.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    # Pipelines that split one shuffled stream must all produce it in the same order.
+    options.deterministic = deterministic
+    # One thread per input op leaves the cores to parallel map calls (tf.data performance guide).
+    options.threading.max_intra_op_parallelism = 1
+    return options
+
+
+def _keep_first(records: tf.data.Dataset, n: int, complete: bool) -> tf.data.Dataset:
+    if not complete:
+        return records.take(n)
+
+    # take() would stop reading early, and a cache that was not read to its end is discarded.
+    def wanted(k, record):
+        return k < n
+
+    def drop_index(k, record):
+        return record
+
+    return records.enumerate().filter(wanted).map(drop_index)
+
+
+def _cache_file(cache: str, plan: sharding.ShardPlan) -> str:
+    if cache == "memory":
+        return ""
+    folder = os.environ.get("TMPDIR", tempfile.gettempdir()) if cache == "disk" else cache
+    if not os.path.isdir(folder):
+        raise DataError(f"cache={cache!r}: {folder} is not a folder; use 'memory', 'disk' or an "
+                        "existing folder on node-local disk.")
+    # Per process and plan: tasks on one node must not share a cache file (TF locks it).
+    name = os.path.join(
+        folder, f"tfdist-cache-{fingerprint(plan.files, plan.own_files)}-"
+        f"p{plan.pipeline_id}-{os.getpid()}")
+    atexit.register(_remove, name)
+    return name
+
+
+def _remove(prefix: str) -> None:
+    for path in glob.glob(glob.escape(prefix) + "*"):
+        try:
+            os.remove(path)
+        except OSError:
+            pass
