@@ -10,3 +10,10 @@ import os
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
 __version__ = "0.1.0"
+
+
+def init(*args, **kwargs):
+    """Detect the cluster and make the engine: see tfdist.runtime.init."""
+    from tfdist.runtime import init as _init
+
+    return _init(*args, **kwargs)

@@ -122,3 +122,10 @@ def test_unknown_strategy_lists_valid_ones():
                        match=r"Unknown strategy 'ring': expected one of auto, "
                        r"mirrored, multi_worker, parameter_server, horovod"):
         build_roles(detect({}), "ring")
+
+
+def test_auto_takes_the_launchers_strategy():
+    c = detect(launch_environ(0, 4, 29400, strategy="parameter_server"))
+    roles = build_roles(c)
+    assert (roles.strategy, roles.task_type) == ("parameter_server", "chief")
+    assert build_roles(c, "multi_worker").task_type == "worker"  # an explicit choice wins

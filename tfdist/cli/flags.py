@@ -1,7 +1,12 @@
-"""tfdist's cluster flags, for the `tfdist` commands and for users' own absl scripts.
+"""tfdist's absl flags, for the `tfdist` commands and for users' own absl scripts.
 
+    from absl import app
     from tfdist.cli import flags as tfdist_flags
-    tfdist_flags.define_cluster_flags()   # next to the script's own flags
+
+    tfdist_flags.define_flags()            # next to the script's own flags
+
+    def main(argv):
+        rt = tfdist_flags.init_from_flags()  # tfdist.init with --strategy, --port, ...
 """
 
 from __future__ import annotations
@@ -9,12 +14,13 @@ from __future__ import annotations
 from absl import flags
 
 from tfdist.cluster import STRATEGIES
+from tfdist.runtime import LR_SCALING
 
 FLAGS = flags.FLAGS
 
 
 def define_cluster_flags() -> None:
-    """Define --strategy, --num_ps, --evaluator and --port (once per process)."""
+    """--strategy, --num_ps, --evaluator, --port: what the cluster layer needs (no TensorFlow)."""
     if "strategy" in FLAGS:
         return
     flags.DEFINE_enum(
@@ -34,6 +40,68 @@ def define_cluster_flags() -> None:
                          upper_bound=65535)
 
 
+def define_flags() -> None:
+    """The cluster flags plus the runtime's: batch size, learning-rate scaling, engine options."""
+    define_cluster_flags()
+    if "batch_size" in FLAGS:
+        return
+    flags.DEFINE_integer("batch_size",
+                         32, "Batch size per replica; the global batch is this "
+                         "times the replicas in sync.",
+                         lower_bound=1)
+    flags.DEFINE_enum(
+        "lr_scaling", "linear", list(LR_SCALING),
+        "How the learning rate grows with N replicas: linear (lr*N), sqrt "
+        "(lr*sqrt(N)) or none.")
+    flags.DEFINE_enum("implementation", "auto", ["auto", "ring", "nccl"],
+                      "multi_worker: collective implementation.")
+    flags.DEFINE_integer("bytes_per_pack",
+                         0, "multi_worker: pack gradients into chunks of this "
+                         "many bytes per all-reduce (0: TensorFlow's default).",
+                         lower_bound=0)
+    flags.DEFINE_float("collective_timeout",
+                       600.0, "multi_worker: seconds before a collective "
+                       "that waits on a lost peer fails the job (0: wait forever).",
+                       lower_bound=0)
+    flags.DEFINE_enum("compression", "none", ["none", "fp16"],
+                      "horovod: compress gradients for the all-reduce.")
+    flags.DEFINE_integer("backward_passes_per_step",
+                         1, "horovod: local gradient accumulation "
+                         "steps per all-reduce.",
+                         lower_bound=1)
+    flags.DEFINE_integer("cpu_devices",
+                         0, "mirrored: split the CPU into this many logical "
+                         "devices (testing mirrored on machines without GPUs).",
+                         lower_bound=0)
+
+    def only_with(strategies, names):
+
+        def check(values):
+            if values["strategy"] in strategies:
+                return True
+            default = {
+                "num_ps": 1,
+                "evaluator": False,
+                "compression": "none",
+                "backward_passes_per_step": 1,
+                "cpu_devices": 0,
+                "implementation": "auto",
+                "bytes_per_pack": 0
+            }
+            return all(values[n] == default[n] for n in names)
+
+        flags.register_multi_flags_validator(
+            ["strategy"] + names,
+            check,
+            message=f"--{'/--'.join(names)} apply only to --strategy="
+            f"{' or '.join(strategies)}; remove them or change --strategy.")
+
+    only_with(("parameter_server", "auto"), ["num_ps", "evaluator"])
+    only_with(("horovod", ), ["compression", "backward_passes_per_step"])
+    only_with(("mirrored", ), ["cpu_devices"])
+    only_with(("multi_worker", "auto"), ["implementation", "bytes_per_pack"])
+
+
 def roles_from_flags(cluster):
     """Roles of this task from the parsed cluster flags."""
     from tfdist.cluster import build_roles
@@ -43,3 +111,37 @@ def roles_from_flags(cluster):
                        num_ps=FLAGS.num_ps,
                        evaluator=FLAGS.evaluator,
                        port=FLAGS.port)
+
+
+def engine_options_from_flags() -> dict:
+    """The engine options of the chosen strategy, from the parsed flags."""
+    multi_worker = {
+        "implementation": FLAGS.implementation,
+        "bytes_per_pack": FLAGS.bytes_per_pack,
+        "collective_timeout": FLAGS.collective_timeout
+    }
+    return {
+        "auto": multi_worker,
+        "multi_worker": multi_worker,
+        "horovod": {
+            "compression": FLAGS.compression,
+            "backward_passes_per_step": FLAGS.backward_passes_per_step
+        },
+        "mirrored": {
+            "cpu_devices": FLAGS.cpu_devices
+        },
+    }.get(FLAGS.strategy, {})
+
+
+def init_from_flags(**overrides):
+    """tfdist.init() from the parsed flags (call inside main, after absl parsed them)."""
+    from tfdist.runtime import init
+
+    kwargs = dict(strategy=FLAGS.strategy,
+                  num_ps=FLAGS.num_ps,
+                  evaluator=FLAGS.evaluator,
+                  port=FLAGS.port,
+                  lr_scaling=FLAGS.lr_scaling,
+                  **engine_options_from_flags())
+    kwargs.update(overrides)
+    return init(**kwargs)

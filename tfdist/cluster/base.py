@@ -20,6 +20,7 @@ class Cluster:
     job_id: Optional[str] = None
     tf_config: Optional[dict[str, Any]] = None  # a TF_CONFIG the user gave, passed through
     port_base: Optional[int] = None  # a base port chosen by the launcher
+    strategy: Optional[str] = None  # the strategy a launcher chose, used when asked for "auto"
 
     @property
     def nodes(self) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Optional
 
 from tfdist.cluster.base import Cluster, ClusterEnv, env_int
 from tfdist.cluster.errors import ClusterError
@@ -10,12 +11,19 @@ from tfdist.cluster.errors import ClusterError
 RANK = "TFDIST_LAUNCH_RANK"
 WORLD_SIZE = "TFDIST_LAUNCH_WORLD_SIZE"
 PORT = "TFDIST_LAUNCH_PORT"
+STRATEGY = "TFDIST_LAUNCH_STRATEGY"
 HOST = "localhost"
 
 
-def launch_environ(rank: int, world_size: int, port_base: int) -> dict[str, str]:
+def launch_environ(rank: int,
+                   world_size: int,
+                   port_base: int,
+                   strategy: Optional[str] = None) -> dict[str, str]:
     """The variables `tfdist launch` gives process `rank`; LocalLaunchEnv reads them back."""
-    return {RANK: str(rank), WORLD_SIZE: str(world_size), PORT: str(port_base)}
+    env = {RANK: str(rank), WORLD_SIZE: str(world_size), PORT: str(port_base)}
+    if strategy:
+        env[STRATEGY] = strategy
+    return env
 
 
 class LocalLaunchEnv(ClusterEnv):
@@ -32,7 +40,11 @@ class LocalLaunchEnv(ClusterEnv):
             raise ClusterError(f"{RANK}={rank} is out of range for {WORLD_SIZE}={world_size}: "
                                f"expected 0..{world_size - 1}. Start processes with tfdist launch.")
         port = env_int(environ, PORT) if environ.get(PORT) else None
-        return Cluster("local", rank, world_size, (HOST, ) * world_size, port_base=port)
+        return Cluster("local",
+                       rank,
+                       world_size, (HOST, ) * world_size,
+                       port_base=port,
+                       strategy=environ.get(STRATEGY) or None)
 
 
 def single_process() -> Cluster:

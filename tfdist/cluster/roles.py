@@ -38,11 +38,14 @@ class Roles:
 
 
 def resolve_strategy(strategy: str, cluster: Cluster) -> str:
-    """Check the name; "auto" with several tasks becomes multi_worker (or parameter_server when a
-    user's TF_CONFIG has ps tasks). One task stays "auto": the engine then looks at the GPUs."""
+    """Check the name; "auto" takes the launcher's choice, else with several tasks becomes
+    multi_worker (parameter_server when a user's TF_CONFIG has ps tasks). One task stays "auto":
+    the engine then looks at the GPUs."""
     if strategy not in STRATEGIES:
         raise ClusterError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}"
                            " (--strategy).")
+    if strategy == "auto" and cluster.strategy:
+        return resolve_strategy(cluster.strategy, cluster)
     if strategy == "auto" and cluster.world_size > 1:
         has_ps = cluster.tf_config is not None and "ps" in cluster.tf_config["cluster"]
         return "parameter_server" if has_ps else "multi_worker"

@@ -1,0 +1,53 @@
+"""N replicas with the same global batch and data order end with the same weights as one."""
+
+import sys
+
+import numpy as np
+import pytest
+
+from tests.distribute.conftest import HERE, launch, needs_horovod, run
+
+pytestmark = pytest.mark.slow
+SCRIPT = str(HERE / "same_math_script.py")
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    out = tmp_path_factory.mktemp("single") / "w.npz"
+    r = run([sys.executable, SCRIPT, "auto", str(out)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    return load(out)
+
+
+def load(path):
+    data = np.load(path)
+    arrays = [data[f"arr_{i}"] for i in range(len(data.files) - 1)]
+    half = len(arrays) // 2
+    return int(data["replicas"]), arrays[:half], arrays[half:]
+
+
+def assert_same_weights(single, other, replicas):
+    assert (single[0], other[0]) == (1, replicas)
+    for ours, theirs, initial in zip(single[1], other[1], single[2]):
+        scale = np.max(np.abs(ours))
+        assert np.max(np.abs(ours - initial)) / scale > 1e-2  # training moved the weights
+        assert np.max(np.abs(ours - theirs)) / scale <= 1e-5
+
+
+def test_mirrored_two_logical_cpus(single, tmp_path):
+    r = run([sys.executable, SCRIPT, "mirrored", str(tmp_path / "w.npz")])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_same_weights(single, load(tmp_path / "w.npz"), 2)
+
+
+def test_multi_worker_two_processes(single, tmp_path):
+    r = launch(2, sys.executable, SCRIPT, "multi_worker", str(tmp_path / "w.npz"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert_same_weights(single, load(tmp_path / "w.npz"), 2)
+
+
+@needs_horovod
+def test_horovod_two_processes(single, tmp_path):
+    r = launch(2, sys.executable, SCRIPT, "horovod", str(tmp_path / "w.npz"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert_same_weights(single, load(tmp_path / "w.npz"), 2)

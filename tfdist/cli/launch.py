@@ -1,0 +1,161 @@
+"""tfdist launch: start N processes of COMMAND on this machine, each with its rank.
+
+  tfdist launch -n 2 -- tfdist train --strategy=multi_worker
+  tfdist launch -n 4 --strategy=parameter_server -- python my_script.py
+
+Every output line is prefixed with its rank. When one process fails the others are stopped and
+launch exits with that process's status; Ctrl-C (or SIGTERM) is passed on to all of them.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Optional
+
+from absl import flags
+
+from tfdist.cli import flags as tfdist_flags
+from tfdist.cli.command import run_command
+from tfdist.cluster.local import launch_environ
+from tfdist.cluster.ports import DEFAULT_BASE
+
+FLAGS = flags.FLAGS
+
+tfdist_flags.define_cluster_flags()
+flags.DEFINE_integer("nproc", 2, "Number of processes to start.", lower_bound=1, short_name="n")
+flags.DEFINE_float("grace",
+                   30.0, "Seconds the other processes get to exit after one failed "
+                   "(or after Ctrl-C) before they are killed.",
+                   lower_bound=0)
+
+_lock = threading.Lock()
+
+
+def free_port_base(n: int, attempts: int = 200) -> int:
+    """A base port such that base .. base+n-1 are all free, below the ephemeral range."""
+    rng = random.Random()
+    for _ in range(attempts):
+        base = DEFAULT_BASE + rng.randrange(0, 11000)
+        if all(_bindable(base + i) for i in range(n)):
+            return base
+    raise RuntimeError(f"No {n} consecutive free ports found in 20000-31999; pass --port.")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", port))
+            return True
+        except OSError:
+            return False
+
+
+def _pump(rank: int, stream) -> None:
+    for line in iter(stream.readline, b""):
+        with _lock:
+            sys.stdout.buffer.write(f"[{rank}] ".encode() + line)
+            sys.stdout.flush()
+
+
+def launch(command: list[str], nproc: int, strategy: Optional[str], port: Optional[int],
+           grace: float) -> int:
+    """Run `command` nproc times; return the exit status launch should end with."""
+    base = port or free_port_base(nproc)
+    procs = []
+    for rank in range(nproc):
+        env = dict(os.environ,
+                   PYTHONUNBUFFERED="1",
+                   **launch_environ(rank, nproc, base, None if strategy == "auto" else strategy))
+        proc = subprocess.Popen(command,
+                                env=env,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        threading.Thread(target=_pump, args=(rank, proc.stdout), daemon=True).start()
+        procs.append(proc)
+
+    stop = {"signal": None}
+
+    def forward(signum, frame):
+        stop["signal"] = signum
+        for p in procs:
+            _signal_group(p, signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, forward)
+
+    status = 0
+    while [p.poll() for p in procs].count(None):
+        failed = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
+        if failed and status == 0:
+            rank, code = failed[0]
+            status = _exit_status(code)
+            alive = [p for p in procs if p.poll() is None]
+            _say(f"rank {rank} {_describe(code)}; stopping the other {len(alive)} process(es).")
+            _stop_all(alive, grace)
+        time.sleep(0.1)
+    if status == 0:
+        failed = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
+        if failed:
+            rank, code = failed[0]
+            status = _exit_status(code)
+            _say(f"rank {rank} {_describe(code)}.")
+    if stop["signal"] is not None and status == 0:
+        status = 128 + stop["signal"]
+    time.sleep(0.2)  # let the output threads drain
+    return status
+
+
+def _stop_all(procs, grace: float) -> None:
+    for p in procs:
+        _signal_group(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(0.1)
+    for p in procs:
+        if p.poll() is None:
+            _signal_group(p, signal.SIGKILL)
+            p.wait()
+
+
+def _signal_group(proc, signum) -> None:
+    try:
+        os.killpg(proc.pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _exit_status(code: int) -> int:
+    return 128 - code if code < 0 else code
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with status {code}"
+
+
+def _say(message: str) -> None:
+    with _lock:
+        print(f"tfdist launch: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str]) -> None:
+    command = argv[1:]
+    if not command:
+        print("tfdist launch: no command given. Usage: tfdist launch -n N -- COMMAND [ARGS...]",
+              file=sys.stderr)
+        sys.exit(2)
+    sys.exit(launch(command, FLAGS.nproc, FLAGS.strategy, FLAGS.port, FLAGS.grace))
+
+
+def run(argv: list[str]) -> None:
+    run_command(main, argv, sys.modules[__name__], tfdist_flags)

@@ -1,0 +1,93 @@
+"""tfdist train: train a named model on a named input pipeline under any strategy.
+
+The chief writes MODEL_DIR/metrics.json (strategy, replicas, batch, samples/s, final loss and
+accuracy, test loss and accuracy) and MODEL_DIR/model.keras. Examples:
+  tfdist train --pipeline=digits --epochs=5                       # one process
+  tfdist launch -n 2 -- tfdist train --strategy=multi_worker --model_dir=runs/digits
+  srun tfdist train --strategy=horovod ...                        # in a Slurm batch job
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from absl import flags
+
+from tfdist.cli import flags as tfdist_flags
+from tfdist.cli.command import run_command
+
+FLAGS = flags.FLAGS
+
+tfdist_flags.define_flags()
+flags.DEFINE_string(
+    "model", "cnn", "Model: cnn (digits CNN), mlp, resnet_small, resnet50 "
+    "(Keras applications, random weights).")
+flags.DEFINE_string(
+    "pipeline", "digits", "Input pipeline: a bundled recipe name (digits, "
+    "image_folder, hdf5, tfds, synthetic) or the path of your own .py file.")
+flags.DEFINE_string(
+    "data_dir", None, "Where the pipeline reads or caches its data "
+    "(default: the recipe's own, under ~/.cache/tfdist).")
+flags.DEFINE_integer("epochs", 5, "Number of epochs.", lower_bound=1)
+flags.DEFINE_integer("steps_per_epoch",
+                     0, "Steps per epoch (0: one pass over the training "
+                     "split at the global batch size).",
+                     lower_bound=0)
+flags.DEFINE_float("lr", 0.01, "Single-replica learning rate; scaled by --lr_scaling.")
+flags.DEFINE_enum("optimizer", "sgd", ["sgd", "adam"], "Optimizer (sgd has momentum 0.9).")
+flags.DEFINE_string(
+    "model_dir", None, "Run directory for metrics.json and the trained model "
+    "(written by the chief only).")
+flags.DEFINE_integer("seed", 0, "Seed of weights and data order (the same on every task).")
+flags.DEFINE_bool("shuffle", True, "Shuffle the training data (a new order each epoch).")
+
+
+def config_from_flags():
+    from tfdist.train.fit import TrainConfig
+
+    return TrainConfig(model=FLAGS.model,
+                       pipeline=FLAGS.pipeline,
+                       strategy=FLAGS.strategy,
+                       num_ps=FLAGS.num_ps,
+                       port=FLAGS.port,
+                       epochs=FLAGS.epochs,
+                       batch_size=FLAGS.batch_size,
+                       lr=FLAGS.lr,
+                       lr_scaling=FLAGS.lr_scaling,
+                       optimizer=FLAGS.optimizer,
+                       model_dir=FLAGS.model_dir,
+                       seed=FLAGS.seed,
+                       shuffle=FLAGS.shuffle,
+                       steps_per_epoch=FLAGS.steps_per_epoch,
+                       data_dir=FLAGS.data_dir,
+                       engine_options=tfdist_flags.engine_options_from_flags())
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        print(f"tfdist train: unexpected arguments {argv[1:]}; flags are --name=value.",
+              file=sys.stderr)
+        sys.exit(2)
+    import tfdist  # noqa: F401  (selects tf-keras before TensorFlow loads)
+    from tfdist.cluster import ClusterError
+    from tfdist.keras_check import KerasVersionError
+    from tfdist.train.fit import train
+
+    try:
+        metrics = train(config_from_flags())
+    except (ClusterError, KerasVersionError, ValueError) as e:
+        print(f"tfdist train: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if metrics is not None and metrics["rank"] == 0:
+        final = metrics["final"]
+        print(
+            f"tfdist train: {metrics['strategy']} x{metrics['num_replicas']} replicas: "
+            f"test accuracy {final['test_accuracy']:.4f}, test loss {final['test_loss']:.4f}, "
+            f"{metrics['samples_per_sec']:.0f} samples/s",
+            flush=True)
+        print("tfdist train: metrics " + json.dumps(metrics), flush=True)
+
+
+def run(argv: list[str]) -> None:
+    run_command(main, argv, sys.modules[__name__], tfdist_flags)

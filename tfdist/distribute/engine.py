@@ -1,0 +1,55 @@
+"""The small set of questions every engine (TF strategy or Horovod) answers the same way."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+from tfdist.cluster import Cluster, Roles
+
+DatasetFn = Callable[[Any], Any]  # tf.distribute.InputContext -> tf.data.Dataset
+
+
+class Engine:
+    """A distribution engine configured for this task. Subclasses set `strategy`."""
+
+    name = ""
+
+    def __init__(self, cluster: Cluster, roles: Roles, **options: Any):
+        self.cluster, self.roles, self.options = cluster, roles, options
+        self.strategy = None
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return self.strategy.num_replicas_in_sync
+
+    @property
+    def is_chief(self) -> bool:
+        return self.roles.is_chief
+
+    @property
+    def trains(self) -> bool:
+        """False for tasks that only serve (parameter servers, parameter-server workers)."""
+        return True
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        return self.strategy.scope()
+
+    def distribute_dataset(self, dataset_fn: DatasetFn) -> Any:
+        """What `model.fit` takes, with dataset_fn called once per input pipeline."""
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+    def wrap_optimizer(self, optimizer: Any) -> Any:
+        return optimizer
+
+    def callbacks(self) -> list:
+        return []
+
+    def serve(self) -> None:
+        """Run this task's server until the job is done (tasks that do not train)."""
+
+    def barrier(self) -> None:
+        """Wait until every training task reaches this point."""
+
+    def shutdown(self) -> None:
+        """Release the engine's resources; safe to call twice."""

@@ -1,0 +1,52 @@
+"""Horovod behind the same face as the TF strategies."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfdist.distribute import horovod_setup
+from tfdist.distribute.engine import Engine
+
+
+class HorovodEngine(Engine):
+    """One process per replica; gradients all-reduced by Horovod (gloo) inside the optimizer."""
+
+    name = "horovod"
+
+    def __init__(self,
+                 cluster,
+                 roles,
+                 compression: str = "none",
+                 backward_passes_per_step: int = 1,
+                 **options):
+        super().__init__(cluster, roles, **options)
+        self.hvd = horovod_setup.init_horovod(cluster, roles)
+        self.compression = compression
+        self.backward_passes_per_step = backward_passes_per_step
+        self.strategy = tf.distribute.get_strategy()
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return self.hvd.size()
+
+    @property
+    def is_chief(self) -> bool:
+        return self.hvd.rank() == 0
+
+    def distribute_dataset(self, dataset_fn):
+        return dataset_fn(horovod_setup.input_context())
+
+    def wrap_optimizer(self, optimizer):
+        return horovod_setup.distributed_optimizer(
+            optimizer,
+            compression=self.compression,
+            backward_passes_per_step=self.backward_passes_per_step)
+
+    def callbacks(self) -> list:
+        return horovod_setup.horovod_callbacks()
+
+    def barrier(self) -> None:
+        horovod_setup.barrier()
+
+    def shutdown(self) -> None:
+        horovod_setup.shutdown()

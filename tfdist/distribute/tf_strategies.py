@@ -1,0 +1,196 @@
+"""Engines over TensorFlow's own tf.distribute strategies."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+import tensorflow as tf
+
+from tfdist.cluster import check_port_free
+from tfdist.distribute.engine import Engine
+
+log = logging.getLogger("tfdist")
+
+_IMPLEMENTATIONS = {
+    "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+    "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+    "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+}
+# A collective that waits longer than this ends the job with an error instead of hanging on a
+# lost peer (a dead worker is usually caught sooner, by the ~10 s heartbeat; FACTS.md).
+DEFAULT_COLLECTIVE_TIMEOUT = 600.0
+
+
+class DefaultEngine(Engine):
+    """One process, one device: TensorFlow's default strategy."""
+
+    name = "default"
+
+    def __init__(self, cluster, roles, **options):
+        super().__init__(cluster, roles, **options)
+        self.strategy = tf.distribute.get_strategy()
+
+    def distribute_dataset(self, dataset_fn):
+        return dataset_fn(tf.distribute.InputContext())
+
+
+class MirroredEngine(Engine):
+    """All GPUs of one task (or `cpu_devices` logical CPUs, for testing on CPU machines)."""
+
+    name = "mirrored"
+
+    def __init__(self, cluster, roles, cpu_devices: int = 0, **options):
+        super().__init__(cluster, roles, **options)
+        devices = None
+        if cpu_devices > 1:
+            devices = _logical_cpus(cpu_devices)
+        self.strategy = tf.distribute.MirroredStrategy(devices=devices)
+
+
+class OneDeviceEngine(Engine):
+    name = "one_device"
+
+    def __init__(self, cluster, roles, **options):
+        super().__init__(cluster, roles, **options)
+        device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
+        self.strategy = tf.distribute.OneDeviceStrategy(device)
+
+
+class CentralStorageEngine(Engine):
+    name = "central_storage"
+
+    def __init__(self, cluster, roles, **options):
+        super().__init__(cluster, roles, **options)
+        self.strategy = tf.distribute.experimental.CentralStorageStrategy()
+
+
+class MultiWorkerEngine(Engine):
+    """Synchronous data parallelism over tasks: MultiWorkerMirroredStrategy."""
+
+    name = "multi_worker"
+
+    def __init__(self,
+                 cluster,
+                 roles,
+                 implementation: str = "auto",
+                 bytes_per_pack: int = 0,
+                 collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT,
+                 **options):
+        super().__init__(cluster, roles, **options)
+        if implementation not in _IMPLEMENTATIONS:
+            raise ValueError(f"implementation={implementation!r}: expected one of "
+                             f"{', '.join(_IMPLEMENTATIONS)}.")
+        _export_tf_config(roles)
+        check_port_free(roles.port, cluster.host, cluster.rank)
+        comm = tf.distribute.experimental.CommunicationOptions(
+            bytes_per_pack=bytes_per_pack,
+            timeout_seconds=collective_timeout or None,
+            implementation=_IMPLEMENTATIONS[implementation])
+        self.strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=_resolver(roles),
+                                                                  communication_options=comm)
+        self._barrier_fn = None
+
+    def barrier(self) -> None:
+        if self._barrier_fn is None:
+            strategy = self.strategy
+
+            @tf.function
+            def _all_reduce_one():
+                one = strategy.run(lambda: tf.constant(1.0))
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, one, axis=None)
+
+            self._barrier_fn = _all_reduce_one
+        self._barrier_fn()
+
+
+class ParameterServerEngine(Engine):
+    """Asynchronous training: the chief runs model.fit, ps and worker tasks serve."""
+
+    name = "parameter_server"
+
+    def __init__(self, cluster, roles, chief_timeout: float = 600.0, **options):
+        super().__init__(cluster, roles, **options)
+        _export_tf_config(roles)
+        check_port_free(roles.port, cluster.host, cluster.rank)
+        self.chief_timeout = chief_timeout
+        if roles.task_type == "chief":
+            self.strategy = tf.distribute.experimental.ParameterServerStrategy(_resolver(roles))
+        else:
+            self.strategy = tf.distribute.get_strategy()
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return self.strategy.num_replicas_in_sync if self.trains else 0
+
+    @property
+    def trains(self) -> bool:
+        return self.roles.task_type == "chief"
+
+    def distribute_dataset(self, dataset_fn):
+        # Each worker builds its own input pipeline; model.fit then needs steps_per_epoch.
+        return tf.keras.utils.experimental.DatasetCreator(dataset_fn)
+
+    def serve(self) -> None:
+        """Serve as ps or worker until the chief has come and gone."""
+        if self.trains:
+            return
+        cluster = self.roles.tf_config["cluster"]
+        server = tf.distribute.Server(tf.train.ClusterSpec(cluster),
+                                      job_name=self.roles.task_type,
+                                      task_index=self.roles.task_index,
+                                      protocol="grpc",
+                                      start=True)
+        log.info("%s %d serving on port %d until the chief finishes", self.roles.task_type,
+                 self.roles.task_index, self.roles.port)
+        _wait_for_chief(cluster["chief"][0], self.chief_timeout)
+        del server  # the process exits next; TensorFlow offers no clean server stop
+
+
+def _wait_for_chief(address: str, timeout: float) -> None:
+    """Return once the chief's server was reachable and then is not: the chief has exited."""
+    host, port = address.rsplit(":", 1)
+    seen, start = False, time.monotonic()
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=2):
+                seen = True
+        except OSError:
+            if seen:
+                return
+            if time.monotonic() - start > timeout:
+                raise TimeoutError(f"The chief at {address} did not come up within {timeout:.0f} "
+                                   "s; is task 0 running? Check its log.") from None
+        time.sleep(1.0)
+
+
+def _export_tf_config(roles) -> None:
+    # Keras callbacks (BackupAndRestore, ModelCheckpoint) read the task type from TF_CONFIG.
+    os.environ["TF_CONFIG"] = json.dumps(roles.tf_config)
+
+
+def _resolver(roles):
+    return tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(
+        roles.tf_config["cluster"]),
+                                                                task_type=roles.task_type,
+                                                                task_id=roles.task_index,
+                                                                rpc_layer="grpc")
+
+
+def _logical_cpus(n: int) -> list[str]:
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    if len(tf.config.get_logical_device_configuration(cpu) or []) != n:
+        tf.config.set_logical_device_configuration(cpu,
+                                                   [tf.config.LogicalDeviceConfiguration()] * n)
+    return [f"/cpu:{i}" for i in range(n)]
+
+
+def single_task_engine(cluster, roles, **options: Any) -> Engine:
+    """auto in one task: all GPUs when there are several, else the default strategy."""
+    if len(tf.config.list_physical_devices("GPU")) > 1:
+        return MirroredEngine(cluster, roles, **options)
+    return DefaultEngine(cluster, roles, **options)

@@ -1,0 +1,120 @@
+"""`tfdist.init()`: cluster detected, roles built, engine made — one object for the training code.
+
+    import tfdist                      # first: it selects tf-keras
+    import tensorflow as tf
+    rt = tfdist.init(strategy="multi_worker")
+    with rt.scope():
+        model = build_model()
+        model.compile(optimizer=rt.optimizer(tf.keras.optimizers.SGD(rt.scale_lr(0.1))), ...)
+    model.fit(rt.dataset(input_fn), epochs=10, steps_per_epoch=..., callbacks=rt.callbacks())
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import sys
+from typing import Any, Optional
+
+from tfdist.cluster import Cluster, Roles, build_roles, detect
+from tfdist.distribute import Engine, make_engine
+from tfdist.keras_check import require_legacy_keras
+
+log = logging.getLogger("tfdist")
+
+LR_SCALING = ("linear", "sqrt", "none")
+
+
+class Runtime:
+    """This task's engine, with the questions training code asks of it."""
+
+    def __init__(self, cluster: Cluster, roles: Roles, engine: Engine, lr_scaling: str = "linear"):
+        if lr_scaling not in LR_SCALING:
+            raise ValueError(f"lr_scaling={lr_scaling!r}: expected one of "
+                             f"{', '.join(LR_SCALING)} (--lr_scaling).")
+        self.cluster, self.roles, self.engine = cluster, roles, engine
+        self.lr_scaling = lr_scaling
+
+    @property
+    def strategy(self):
+        return self.engine.strategy
+
+    @property
+    def strategy_name(self) -> str:
+        return self.engine.name
+
+    @property
+    def num_replicas(self) -> int:
+        return self.engine.num_replicas_in_sync
+
+    @property
+    def is_chief(self) -> bool:
+        return self.engine.is_chief
+
+    @property
+    def trains(self) -> bool:
+        return self.engine.trains
+
+    @property
+    def rank(self) -> int:
+        return self.cluster.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.cluster.world_size
+
+    def scope(self) -> contextlib.AbstractContextManager:
+        return self.engine.scope()
+
+    def global_batch_size(self, per_replica: int) -> int:
+        return per_replica * max(1, self.num_replicas)
+
+    def scale_lr(self, lr: float, rule: Optional[str] = None) -> float:
+        """The single-replica rate `lr` scaled to the replicas in sync: ηN (linear), η√N (sqrt)."""
+        rule = rule or self.lr_scaling
+        n = max(1, self.num_replicas)
+        return {"linear": lr * n, "sqrt": lr * math.sqrt(n), "none": lr}[rule]
+
+    def dataset(self, dataset_fn):
+        """What model.fit takes: dataset_fn(input_context) built once per input pipeline."""
+        return self.engine.distribute_dataset(dataset_fn)
+
+    def optimizer(self, optimizer):
+        return self.engine.wrap_optimizer(optimizer)
+
+    def callbacks(self) -> list:
+        """The callbacks the engine needs (Horovod: broadcast and metric averaging)."""
+        return list(self.engine.callbacks())
+
+    def barrier(self) -> None:
+        self.engine.barrier()
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()
+
+
+def init(strategy: str = "auto",
+         num_ps: int = 1,
+         evaluator: bool = False,
+         port: Optional[int] = None,
+         lr_scaling: str = "linear",
+         serve_and_exit: bool = True,
+         **engine_options: Any) -> Runtime:
+    """Detect the cluster, build this task's roles for `strategy` and make its engine.
+
+    Parameter-server and worker tasks of `parameter_server` serve until the chief finishes and then
+    exit the process (status 0) when `serve_and_exit`, so one script serves every role unchanged.
+    """
+    require_legacy_keras()
+    cluster = detect()
+    roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
+    engine = make_engine(cluster, roles, **engine_options)
+    log.info("tfdist: %s, rank %d of %d on %s, strategy %s, %s", cluster.environment, cluster.rank,
+             cluster.world_size, cluster.host, engine.name, roles.task_type or "single task")
+    runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling)
+    if not engine.trains and serve_and_exit:
+        engine.serve()
+        log.info("tfdist: %s %s done: the chief has finished.", roles.task_type, roles.task_index)
+        sys.exit(0)
+    return runtime

@@ -1,0 +1,1 @@
+"""Callbacks and the fit driver behind `tfdist train`."""

@@ -1,0 +1,81 @@
+"""The small model registry of `tfdist train --model=NAME`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import tensorflow as tf
+
+layers = tf.keras.layers
+
+
+def cnn(input_shape, num_classes):
+    """The digits CNN: two convolutions, one hidden dense layer (no dropout: exact replays)."""
+    return tf.keras.Sequential([
+        layers.Input(input_shape),
+        layers.Conv2D(32, 3, padding="same", activation="relu"),
+        layers.Conv2D(64, 3, padding="same", activation="relu"),
+        layers.MaxPooling2D(),
+        layers.Flatten(),
+        layers.Dense(128, activation="relu"),
+        layers.Dense(num_classes),
+    ],
+                               name="cnn")
+
+
+def mlp(input_shape, num_classes):
+    return tf.keras.Sequential([
+        layers.Input(input_shape),
+        layers.Flatten(),
+        layers.Dense(256, activation="relu"),
+        layers.Dense(128, activation="relu"),
+        layers.Dense(num_classes),
+    ],
+                               name="mlp")
+
+
+def resnet_small(input_shape, num_classes, width=32, blocks=3):
+    """A small ResNet (three residual blocks), the benchmark model that fits a 2-core machine."""
+    inputs = layers.Input(input_shape)
+    x = layers.Conv2D(width, 3, padding="same", use_bias=False)(inputs)
+    x = layers.BatchNormalization()(x)
+    x = layers.ReLU()(x)
+    for _ in range(blocks):
+        y = layers.Conv2D(width, 3, padding="same", use_bias=False)(x)
+        y = layers.BatchNormalization()(y)
+        y = layers.ReLU()(y)
+        y = layers.Conv2D(width, 3, padding="same", use_bias=False)(y)
+        y = layers.BatchNormalization()(y)
+        x = layers.ReLU()(layers.Add()([x, y]))
+    x = layers.GlobalAveragePooling2D()(x)
+    return tf.keras.Model(inputs, layers.Dense(num_classes)(x), name="resnet_small")
+
+
+def resnet50(input_shape, num_classes):
+    """Keras applications' ResNet-50 with random weights (nothing is downloaded)."""
+    inputs = layers.Input(input_shape)
+    x = inputs
+    if min(input_shape[:2]) < 32:  # ResNet-50 needs at least 32x32 inputs
+        x = layers.Resizing(32, 32)(x)
+    if input_shape[-1] != 3:
+        x = layers.Conv2D(3, 1)(x)
+    base = tf.keras.applications.ResNet50(weights=None,
+                                          include_top=False,
+                                          input_shape=tuple(x.shape[1:]),
+                                          pooling="avg")
+    return tf.keras.Model(inputs, layers.Dense(num_classes)(base(x)), name="resnet50")
+
+
+MODELS: dict[str, Callable] = {
+    "cnn": cnn,
+    "mlp": mlp,
+    "resnet_small": resnet_small,
+    "resnet50": resnet50,
+}
+
+
+def build_model(name: str, input_shape, num_classes: int):
+    """A fresh, uncompiled model; outputs logits."""
+    if name not in MODELS:
+        raise ValueError(f"Unknown model {name!r}: expected one of {', '.join(MODELS)} (--model).")
+    return MODELS[name](tuple(input_shape), num_classes)
