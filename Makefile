@@ -4,16 +4,19 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tfdist-installed
+HOROVOD_STAMP := $(VENV)/.horovod-installed
 SRC    := tfdist pipelines tests bench
 
 .PHONY: help install test test-fast lint format clean
 .PHONY: slurm-up slurm-down
+.PHONY: horovod
 
 help:
 	@echo "make install    create .venv and install tfdist with its test extras"
 	@echo "make test       lint + the whole test suite (what CI runs)"
 	@echo "make test-fast  lint + tests not marked slow"
 	@echo "make format     reformat the sources in place (yapf)"
+	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
 	@echo "make slurm-up   start the two-node test Slurm cluster (slurm-down stops it)"
 
 # Re-install only when the package metadata changes, so a second `make test` starts at once.
@@ -25,6 +28,14 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP)
 
+# Horovod 0.28.1 with gloo, built against the venv's TensorFlow the first time (minutes) and cached
+# outside the repo (~/.cache/tfdist/wheels); later installs, fresh clones included, take seconds.
+$(HOROVOD_STAMP): $(STAMP) tools/build_horovod_wheel.sh
+	PYTHON=$(BIN)/python bash tools/build_horovod_wheel.sh --install
+	touch $@
+
+horovod: $(HOROVOD_STAMP)
+
 lint: $(STAMP)
 	$(BIN)/yapf --diff --recursive --parallel $(SRC)
 	$(BIN)/flake8 $(SRC)
@@ -32,7 +43,7 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/yapf --in-place --recursive --parallel $(SRC)
 
-test: lint
+test: lint $(HOROVOD_STAMP)
 	$(BIN)/python -m pytest
 
 test-fast: lint

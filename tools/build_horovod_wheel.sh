@@ -36,17 +36,29 @@ done
 
 log() { echo "[horovod] $*" >&2; }
 
-if ! "$PYTHON" -c 'import tensorflow' 2>/dev/null; then
-    log "TensorFlow is not importable with $PYTHON: install tfdist first (make install)."
+# Versions from the package metadata: importing TensorFlow takes seconds.
+if ! read -r TF_VERSION PY_TAG < <("$PYTHON" -c '
+import sys
+from importlib.metadata import version
+print(version("tensorflow"), "cp%d%d" % sys.version_info[:2])' 2>/dev/null); then
+    log "TensorFlow is not installed for $PYTHON: install tfdist first (make install)."
     exit 1
 fi
-# Without TF_USE_LEGACY_KERAS the import prints nothing different; only versions are read here.
-read -r TF_VERSION PY_TAG < <(TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" -c \
-    'import sys, tensorflow as tf; print(tf.__version__, "cp%d%d" % sys.version_info[:2])' 2>/dev/null)
 CACHE_DIR="$CACHE_ROOT/horovod-$HOROVOD_VERSION-tf$TF_VERSION-$PY_TAG"
 
+from_this_cache() {
+    # Installed from this cache directory (pip's direct_url.json): built for this TensorFlow.
+    "$PYTHON" - "$CACHE_DIR" "$HOROVOD_VERSION" <<'EOF' 2>/dev/null
+import sys
+from importlib.metadata import distribution
+dist = distribution("horovod")
+assert dist.version == sys.argv[2], dist.version
+assert sys.argv[1] in (dist.read_text("direct_url.json") or "")
+EOF
+}
+
 installed_ok() {
-    # An installed Horovod of this version whose TensorFlow ops load.
+    # An installed Horovod of this version whose TensorFlow ops load (imports TensorFlow).
     TF_CPP_MIN_LOG_LEVEL=3 "$PYTHON" - "$HOROVOD_VERSION" <<'EOF' 2>/dev/null
 import sys
 import horovod
@@ -87,14 +99,14 @@ else
 fi
 
 if [[ $INSTALL == 1 ]]; then
-    if [[ $FORCE == 0 ]] && installed_ok; then
+    if [[ $FORCE == 0 ]] && { from_this_cache || installed_ok; }; then
         log "Horovod $HOROVOD_VERSION already installed and working for $PYTHON; kept."
     else
         start=$(date +%s)
         # Dependencies (cloudpickle, psutil, pyyaml, packaging) come from the index; Horovod itself
         # only from the cached wheel.
         "$PYTHON" -m pip install --quiet --force-reinstall --no-deps "$WHEEL"
-        "$PYTHON" -m pip install --quiet "$WHEEL"
+        "$PYTHON" -m pip install --quiet cloudpickle psutil pyyaml packaging  # its dependencies
         if ! installed_ok; then
             log "installed $WHEEL but 'import horovod.tensorflow' fails; rebuild with --force."
             exit 1
