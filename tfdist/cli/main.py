@@ -11,6 +11,7 @@ COMMANDS = {
     "env": ("tfdist.cli.env", "print this task's cluster, roles, TF_CONFIG and Horovod variables"),
     "train": ("tfdist.cli.train", "train a named model on a named pipeline under any strategy"),
     "launch": ("tfdist.cli.launch", "start N processes of a command on this machine"),
+    "convert": ("tfdist.cli.convert", "pack images, arrays or a TFDS split into shards"),
 }
 
 
