@@ -6,6 +6,7 @@ different initial weights (seed = rank): only the broadcast from rank 0 makes th
 MODE "train0": the same with every rank starting from the weights of seed 0 (as "single").
 MODE "single": the same model and data in one process with the global batch, weights of rank 0.
 MODE "init": init_horovod only (for the tests of a missing peer).
+MODE "long": trains "forever", printing "EPOCH rank n" (for the test of a lost peer).
 """
 
 import json
@@ -47,6 +48,25 @@ def shard(a, rank):
     return steps[:, rank].reshape(-1, *a.shape[1:])
 
 
+def train_forever(hvd, x, y):
+    import tf_keras
+
+    class Tick(tf_keras.callbacks.Callback):
+
+        def on_epoch_end(self, epoch, logs=None):
+            print("EPOCH", hvd.rank(), epoch, flush=True)
+
+    net = model(seed=0)
+    net.compile(optimizer=horovod_setup.distributed_optimizer(tf_keras.optimizers.SGD(0.01)),
+                loss="mse")
+    net.fit(x,
+            y,
+            batch_size=PER_RANK_BATCH,
+            epochs=10**6,
+            verbose=0,
+            callbacks=horovod_setup.horovod_callbacks() + [Tick()])
+
+
 def main(mode, out):
     import tf_keras
 
@@ -66,6 +86,8 @@ def main(mode, out):
             json.dump(result, open(out, "w"))
             return
         rank = hvd.rank()
+        if mode == "long":
+            train_forever(hvd, x, y)
         net = model(seed=0 if mode == "train0" else rank)
         result["initial_weights"] = [w.tolist() for w in net.get_weights()]
         opt = horovod_setup.distributed_optimizer(tf_keras.optimizers.SGD(0.05))

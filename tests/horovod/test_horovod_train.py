@@ -1,6 +1,7 @@
 """Real Horovod processes on this machine, set up as `tfdist launch` sets them: no horovodrun."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -72,3 +73,29 @@ def test_a_task_that_never_starts_ends_the_other_with_an_error(tmp_path, present
         assert f"the rendezvous of rank 0 at localhost:{port} did not answer within 8 s" in log
     assert "HOROVOD_GLOO_TIMEOUT_SECONDS" in log
     print(f"missing peer detected by rank {present} after {seconds:.1f} s (incl. TF import)")
+
+
+def test_a_lost_peer_ends_the_other_rank_with_an_error(tmp_path):
+    """Rank 1 killed mid-training: rank 0 must exit non-zero soon, not wait in an allreduce."""
+    port = free_port_base()
+    procs = [start_task("long", tmp_path / f"long-{r}.json", rank=r, port=port) for r in range(2)]
+    try:
+        seen = []
+        for line in procs[0].stdout:  # bounded by the test timeout
+            seen.append(line)
+            if line.startswith("EPOCH 0 3"):
+                break
+        else:
+            pytest.fail("rank 0 stopped before training:\n" + "".join(seen)[-3000:])
+        procs[1].kill()
+        killed = time.monotonic()
+        [(code, log, _)] = finish([procs[0]], timeout=60)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    seconds = time.monotonic() - killed
+    assert code != 0, log[-3000:]
+    assert "Horovod has been shut down" in log, log[-3000:]
+    assert "Connection" in log and "127.0.0.1" in log, log[-3000:]  # gloo names the lost peer
+    print(f"rank 0 ended {seconds:.1f} s after rank 1 was killed")
