@@ -113,8 +113,22 @@ def init(strategy: str = "auto",
     log.info("tfdist: %s, rank %d of %d on %s, strategy %s, %s", cluster.environment, cluster.rank,
              cluster.world_size, cluster.host, engine.name, roles.task_type or "single task")
     runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling)
+    _explain_uncaught_failures(engine)
     if not engine.trains and serve_and_exit:
         engine.serve()
         log.info("tfdist: %s %s done: the chief has finished.", roles.task_type, roles.task_index)
         sys.exit(0)
     return runtime
+
+
+def _explain_uncaught_failures(engine: Engine) -> None:
+    """After the traceback of an uncaught error, say in plain words which peer task was lost."""
+    previous = sys.excepthook
+
+    def hook(etype, value, tb):
+        previous(etype, value, tb)
+        message = engine.explain_failure(value)
+        if message:
+            print(f"tfdist: {message}", file=sys.stderr, flush=True)
+
+    sys.excepthook = hook

@@ -10,6 +10,7 @@ accuracy, test loss and accuracy) and MODEL_DIR/model.keras. Examples:
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from absl import flags
@@ -71,6 +72,7 @@ def main(argv: list[str]) -> None:
         sys.exit(2)
     import tfdist  # noqa: F401  (selects tf-keras before TensorFlow loads)
     from tfdist.cluster import ClusterError
+    from tfdist.distribute import LostTaskError
     from tfdist.keras_check import KerasVersionError
     from tfdist.train.fit import train
 
@@ -79,6 +81,9 @@ def main(argv: list[str]) -> None:
     except (ClusterError, KerasVersionError, ValueError) as e:
         print(f"tfdist train: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except LostTaskError as e:
+        print(f"tfdist train: error: {e}", file=sys.stderr, flush=True)
+        os._exit(1)  # skip interpreter teardown: threads of a broken collective can hang it
     if metrics is not None and metrics["rank"] == 0:
         final = metrics["final"]
         print(

@@ -27,12 +27,17 @@ class TFConfigEnv(ClusterEnv):
     def read(cls, environ: Mapping[str, str]) -> Cluster:
         config = parse_tf_config(environ[TF_CONFIG])
         task = config["task"]
-        types = sorted(config["cluster"], key=lambda t: (_TYPE_ORDER + (t, )).index(t))
-        tasks = [(t, i, addr) for t in types for i, addr in enumerate(config["cluster"][t])]
+        tasks = ordered_tasks(config)
         rank = next(r for r, (t, i, _) in enumerate(tasks)
                     if (t, i) == (task["type"], task["index"]))
         hosts = tuple(addr.rsplit(":", 1)[0] for _, _, addr in tasks)
         return Cluster("tf_config", rank, len(tasks), hosts, tf_config=config)
+
+
+def ordered_tasks(config: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """(type, index, address) of every task of a TF_CONFIG, in rank order."""
+    types = sorted(config["cluster"], key=lambda t: (_TYPE_ORDER + (t, )).index(t))
+    return [(t, i, addr) for t in types for i, addr in enumerate(config["cluster"][t])]
 
 
 def parse_tf_config(raw: str) -> dict[str, Any]:

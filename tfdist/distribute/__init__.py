@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tfdist.cluster import STRATEGIES, Cluster, Roles
-from tfdist.distribute.engine import Engine
+from tfdist.distribute.engine import Engine, LostTaskError
 
 
 def make_engine(cluster: Cluster, roles: Roles, **options: Any) -> Engine:
@@ -32,4 +32,4 @@ def make_engine(cluster: Cluster, roles: Roles, **options: Any) -> Engine:
     return engines[name](cluster, roles, **options)
 
 
-__all__ = ["Engine", "make_engine"]
+__all__ = ["Engine", "LostTaskError", "make_engine"]

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from tfdist.cluster import Cluster, Roles
 
 DatasetFn = Callable[[Any], Any]  # tf.distribute.InputContext -> tf.data.Dataset
+
+
+class LostTaskError(RuntimeError):
+    """Another task of the job died or became unreachable during training."""
 
 
 class Engine:
@@ -44,6 +48,10 @@ class Engine:
 
     def callbacks(self) -> list:
         return []
+
+    def explain_failure(self, error: BaseException) -> Optional[str]:
+        """A one-paragraph explanation when `error` means a peer task was lost, else None."""
+        return None
 
     def serve(self) -> None:
         """Run this task's server until the job is done (tasks that do not train)."""

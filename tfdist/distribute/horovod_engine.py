@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import tensorflow as tf
 
 from tfdist.distribute import horovod_setup
@@ -44,6 +46,15 @@ class HorovodEngine(Engine):
 
     def callbacks(self) -> list:
         return horovod_setup.horovod_callbacks()
+
+    def explain_failure(self, error: BaseException) -> Optional[str]:
+        if "Horovod has been shut down" not in str(error):
+            return None
+        size, rank = self.cluster.world_size, self.cluster.rank
+        who = f"rank {1 - rank}" if size == 2 else "another rank"
+        return (f"Horovod shut down while rank {rank} of {size} was training: {who} stopped or "
+                "lost its connection (the first failing rank's log has the cause). Training stops "
+                "here; re-run with the same --model_dir to resume from the last checkpoint.")
 
     def barrier(self) -> None:
         horovod_setup.barrier()

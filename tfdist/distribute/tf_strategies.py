@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import time
-from typing import Any
+from typing import Any, Optional
 
 import tensorflow as tf
 
 from tfdist.cluster import check_port_free
+from tfdist.cluster.tf_config import ordered_tasks
 from tfdist.distribute.engine import Engine
 
 log = logging.getLogger("tfdist")
@@ -69,7 +71,36 @@ class CentralStorageEngine(Engine):
         self.strategy = tf.distribute.experimental.CentralStorageStrategy()
 
 
-class MultiWorkerEngine(Engine):
+class _ClusterEngine(Engine):
+    """What the engines over a TF_CONFIG cluster share."""
+
+    def explain_failure(self, error: BaseException) -> Optional[str]:
+        return explain_lost_task(error, self.roles.tf_config)
+
+
+def explain_lost_task(error: BaseException, tf_config) -> Optional[str]:
+    """Name the task that a gRPC/collective error says was lost, with its rank and address."""
+    lost = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
+            tf.errors.DeadlineExceededError, tf.errors.UnknownError, tf.errors.InternalError)
+    if not isinstance(error, lost) or tf_config is None:
+        return None
+    text = str(error)
+    me = tf_config["task"]
+    order = [(t, i) for t, i, _ in ordered_tasks(tf_config)]
+    for task_type, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", text):
+        index = int(index)
+        if (task_type, index) == (me["type"], me["index"]) or (task_type, index) not in order:
+            continue
+        address = tf_config["cluster"][task_type][index]
+        reason = "socket closed" if "Socket closed" in text else type(error).__name__
+        return (f"Lost {task_type} {index} (rank {order.index((task_type, index))}, {address}): "
+                f"{reason} while this task ({me['type']} {me['index']}) was training. That task "
+                "died or its node failed; check its log. Training stops here; re-run with the "
+                "same --model_dir to resume from the last checkpoint.")
+    return None
+
+
+class MultiWorkerEngine(_ClusterEngine):
     """Synchronous data parallelism over tasks: MultiWorkerMirroredStrategy."""
 
     name = "multi_worker"
@@ -108,7 +139,7 @@ class MultiWorkerEngine(Engine):
         self._barrier_fn()
 
 
-class ParameterServerEngine(Engine):
+class ParameterServerEngine(_ClusterEngine):
     """Asynchronous training: the chief runs model.fit, ps and worker tasks serve."""
 
     name = "parameter_server"

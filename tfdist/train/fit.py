@@ -9,6 +9,7 @@ import sys
 from typing import Any, Optional
 
 import tfdist
+from tfdist.distribute import LostTaskError
 from tfdist.runtime import Runtime
 
 log = logging.getLogger("tfdist")
@@ -59,6 +60,11 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
                      **cfg.engine_options)
     try:
         return _train(rt, cfg)
+    except Exception as e:
+        message = rt.engine.explain_failure(e)
+        if message:
+            raise LostTaskError(message) from e
+        raise
     finally:
         rt.shutdown()
 
