@@ -57,3 +57,12 @@ def test_port_in_use_names_host_port_rank_and_fix():
                            r"in use.*--port=P or TFDIST_PORT=P"):
             check_port_free(port, "node7", 3)
     check_port_free(port, "node7", 3)  # free again once closed
+
+
+def test_free_port_base_gives_n_bindable_ports():
+    from tfdist.cluster.ports import free_port_base
+
+    base = free_port_base(4)
+    assert 20000 <= base and base + 3 < 32000
+    for port in range(base, base + 4):
+        check_port_free(port, "localhost", 0)

@@ -10,9 +10,7 @@ launch exits with that process's status; Ctrl-C (or SIGTERM) is passed on to all
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +22,7 @@ from absl import flags
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
 from tfdist.cluster.local import launch_environ
-from tfdist.cluster.ports import DEFAULT_BASE
+from tfdist.cluster.ports import free_port_base
 
 FLAGS = flags.FLAGS
 
@@ -36,26 +34,6 @@ flags.DEFINE_float("grace",
                    lower_bound=0)
 
 _lock = threading.Lock()
-
-
-def free_port_base(n: int, attempts: int = 200) -> int:
-    """A base port such that base .. base+n-1 are all free, below the ephemeral range."""
-    rng = random.Random()
-    for _ in range(attempts):
-        base = DEFAULT_BASE + rng.randrange(0, 11000)
-        if all(_bindable(base + i) for i in range(n)):
-            return base
-    raise RuntimeError(f"No {n} consecutive free ports found in 20000-31999; pass --port.")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("", port))
-            return True
-        except OSError:
-            return False
 
 
 def _pump(rank: int, stream) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 import socket
 from collections.abc import Mapping
 from typing import Optional
@@ -54,15 +55,33 @@ def task_port(base: int, local_rank: int) -> int:
 
 def check_port_free(port: int, host: str, rank: int) -> None:
     """Raise a ClusterError naming host, port and rank when `port` cannot be bound here."""
+    error = _bind_error(port)
+    if error is not None:
+        reason = "already in use" if error.errno == errno.EADDRINUSE else error.strerror
+        raise ClusterError(f"Port {port} on host {host} (rank {rank}) is {reason}; the task "
+                           f"cannot start its server there. {_HOW_TO_CHANGE}")
+
+
+def free_port_base(n: int, attempts: int = 200) -> int:
+    """A random base port with base .. base+n-1 all free here (for one-machine launches)."""
+    rng = random.Random()
+    for _ in range(attempts):
+        base = DEFAULT_BASE + rng.randrange(0, _SLOTS * _SLOT - n)
+        if all(_bind_error(base + i) is None for i in range(n)):
+            return base
+    raise ClusterError(f"Found no {n} consecutive free ports in 20000..31999 after {attempts} "
+                       f"tries. {_HOW_TO_CHANGE}")
+
+
+def _bind_error(port: int) -> Optional[OSError]:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         # Same option gRPC uses: a port left in TIME_WAIT by the previous job is reusable.
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("", port))
         except OSError as e:
-            reason = "already in use" if e.errno == errno.EADDRINUSE else e.strerror
-            raise ClusterError(f"Port {port} on host {host} (rank {rank}) is {reason}; the task "
-                               f"cannot start its server there. {_HOW_TO_CHANGE}") from None
+            return e
+    return None
 
 
 def _valid(port: int, source: str) -> int:
