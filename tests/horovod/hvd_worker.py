@@ -5,11 +5,13 @@ model trained a few steps with distributed_optimizer + horovod_callbacks. Each r
 different initial weights (seed = rank): only the broadcast from rank 0 makes them agree.
 MODE "train0": the same with every rank starting from the weights of seed 0 (as "single").
 MODE "single": the same model and data in one process with the global batch, weights of rank 0.
+OUT_JSON may hold "{rank}", replaced by the Horovod rank.
 MODE "init": init_horovod only (for the tests of a missing peer).
 MODE "long": trains "forever", printing "EPOCH rank n" (for the test of a lost peer).
 """
 
 import json
+import os
 import sys
 import time
 
@@ -80,7 +82,14 @@ def main(mode, out):
     else:
         cluster = detect()
         hvd = horovod_setup.init_horovod(cluster, build_roles(cluster, "horovod"))
-        result.update(rank=hvd.rank(), size=hvd.size(), init_s=time.monotonic() - start)
+        result.update(rank=hvd.rank(),
+                      size=hvd.size(),
+                      local=[hvd.local_rank(), hvd.local_size()],
+                      cross=[hvd.cross_rank(), hvd.cross_size()],
+                      host=cluster.host,
+                      gloo_iface=os.environ.get("HOROVOD_GLOO_IFACE"),
+                      init_s=time.monotonic() - start)
+        out = out.replace("{rank}", str(hvd.rank()))
         if mode == "init":
             horovod_setup.shutdown()
             json.dump(result, open(out, "w"))

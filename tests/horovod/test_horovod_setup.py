@@ -54,6 +54,17 @@ def test_horovodrun_environment(environ, expected):
     assert hs.horovodrun_environment(environ) is expected
 
 
+def test_stale_horovod_variables_in_an_srun_step_are_ignored():
+    srun = {**HOROVODRUN_GLOO, "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0"}
+    # Task 0 of 2 under srun, but HOROVOD_RANK=1 came from the batch script: stale.
+    assert not hs.horovodrun_environment(srun, cluster(0, ["a", "b"]))
+    # Rank and size agree with Slurm's: kept (horovodrun may have set them).
+    assert hs.horovodrun_environment(srun, cluster(1, ["a", "b"]))
+    # horovodrun in the batch script itself (no step): its variables win.
+    batch = {k: v for k, v in srun.items() if k != "SLURM_STEP_ID"}
+    assert hs.horovodrun_environment(batch, cluster(0, ["a", "b"]))
+
+
 def test_set_horovod_environ_writes_roles_marks_them_and_finds_the_interface():
     c = Cluster("local", 1, 2, ("localhost", ) * 2, port_base=23000)
     environ = {}

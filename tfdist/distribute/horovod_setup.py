@@ -102,12 +102,15 @@ def import_horovod_keras():
 # Which environment, and the rendezvous
 
 
-def horovodrun_environment(environ: Optional[Mapping[str, str]] = None) -> bool:
+def horovodrun_environment(environ: Optional[Mapping[str, str]] = None,
+                           cluster: Optional[Cluster] = None) -> bool:
     """True when a Horovod launcher set this process up: horovodrun with gloo (it sets HOROVOD_RANK,
     HOROVOD_SIZE and the rendezvous address), or Open MPI's mpirun (as horovodrun --mpi does).
 
     Variables tfdist wrote itself (marked with TFDIST_HOROVOD=1) and processes of `tfdist launch`
-    do not count: there tfdist's own roles apply.
+    do not count: there tfdist's own roles apply. Nor do HOROVOD_* variables that a task of an
+    srun step with several tasks inherited from its batch script (e.g. an exported `tfdist env`)
+    when they disagree with the task's Slurm rank or size.
     """
     environ = os.environ if environ is None else environ
     if environ.get(OWNED_VAR) == "1" or LocalLaunchEnv.is_present(environ):
@@ -115,6 +118,15 @@ def horovodrun_environment(environ: Optional[Mapping[str, str]] = None) -> bool:
     gloo = all(name in environ
                for name in ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_GLOO_RENDEZVOUS_ADDR"))
     mpi = "OMPI_COMM_WORLD_RANK" in environ and "HOROVOD_GLOO_RENDEZVOUS_ADDR" not in environ
+    if gloo and cluster is not None and cluster.environment == "slurm" and \
+            cluster.world_size > 1 and "SLURM_STEP_ID" in environ:
+        slurm = (str(cluster.rank), str(cluster.world_size))
+        if slurm != (environ["HOROVOD_RANK"], environ["HOROVOD_SIZE"]):
+            log.warning(
+                "Ignoring HOROVOD_RANK=%s HOROVOD_SIZE=%s inherited by Slurm task %s of %s; "
+                "tfdist sets Horovod up from Slurm.", environ["HOROVOD_RANK"],
+                environ["HOROVOD_SIZE"], *slurm)
+            return False
     return gloo or mpi
 
 
@@ -299,7 +311,7 @@ def init_horovod(cluster: Cluster,
         return hvd
     hvd = import_horovod_keras()
     seconds = _timeout(timeout, os.environ)
-    if horovodrun_environment():
+    if horovodrun_environment(cluster=cluster):
         log.info("Horovod: using the environment of horovodrun/mpirun as it is.")
         expected = None
         if "HOROVOD_RANK" in os.environ:
