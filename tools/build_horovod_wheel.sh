@@ -70,6 +70,13 @@ EOF
 
 find_wheel() { ls "$CACHE_DIR"/horovod-"$HOROVOD_VERSION"-*.whl 2>/dev/null | head -n 1; }
 
+# One build at a time per cache (two `make test` in two clones on the same machine).
+mkdir -p "$CACHE_ROOT"
+if command -v flock >/dev/null; then
+    exec 9>"$CACHE_ROOT/.lock"
+    flock 9
+fi
+
 WHEEL=$(find_wheel || true)
 if [[ -n "$WHEEL" && $FORCE == 0 ]]; then
     log "cached wheel: $WHEEL"
@@ -80,6 +87,10 @@ else
             exit 1
         fi
     done
+    # --no-build-isolation builds with this interpreter's setuptools (Python >= 3.12 venvs have none).
+    if ! "$PYTHON" -c 'import setuptools, wheel' 2>/dev/null; then
+        "$PYTHON" -m pip install --quiet setuptools wheel
+    fi
     log "building Horovod $HOROVOD_VERSION (gloo, TensorFlow $TF_VERSION, $PY_TAG); 10-20 min on 2 cores"
     mkdir -p "$CACHE_DIR"
     BUILD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tfdist-horovod-build.XXXXXX")
