@@ -2,13 +2,16 @@
 
 The cluster (tools/slurm/cluster.sh: munge, slurmctld and two slurmd, each node in its own network
 namespace on a bridge) is started once per session by the `slurm` fixture and stopped at the end,
-unless it was already running before the session (`make slurm-up`) or TFDIST_SLURM_KEEP=1 is set.
+unless it was started by hand (`make slurm-up`), TFDIST_SLURM_KEEP=1 is set, or another pytest
+session on this machine still uses it (each session holds a shared lock on USERS_LOCK; the last
+one out stops the cluster). Other test folders may import `slurm` and `jobdir` from here.
 Where the machine cannot make network namespaces (or we are not root) the tests are skipped, and
 the reason is printed in the summary (`-ra`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -37,6 +40,8 @@ _TERMINAL = {
 }
 # Variables of the calling environment that would change what a job's tasks see.
 _DROP = re.compile(r"^(SLURM_|SBATCH_|SRUN_|SALLOC_|TF_CONFIG$|HOROVOD_|TFDIST_)")
+
+USERS_LOCK = Path("/run/lock/tfdist-slurm.users")
 
 
 def _conf_dir() -> Path:
@@ -132,15 +137,6 @@ class SlurmCluster:
         return self.wait(self.submit(script, *sbatch_args, workdir=workdir), workdir, timeout)
 
 
-def _is_up(conf: Path) -> bool:
-    pid_file = _conf_dir() / "slurmctld.pid"
-    try:
-        os.kill(int(pid_file.read_text()), 0)
-    except (OSError, ValueError):
-        return False
-    return conf.exists()
-
-
 def _cannot_run_reason() -> str | None:
     if not sys.platform.startswith("linux"):
         return f"the test Slurm cluster needs Linux network namespaces; this is {sys.platform}"
@@ -152,34 +148,48 @@ def _cannot_run_reason() -> str | None:
     return None
 
 
+def _cluster_sh(command: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TFDIST_SLURM_STARTED_BY="tests")
+    return subprocess.run(["bash", str(CLUSTER_SH), command],
+                          capture_output=True,
+                          text=True,
+                          timeout=timeout,
+                          env=env)
+
+
 @pytest.fixture(scope="session")
 def slurm():
-    """The running test cluster (started here, stopped at the end of the session)."""
+    """The running test cluster (started here if needed, stopped at the end of the session when
+    this session started it and is the last one using it)."""
     reason = _cannot_run_reason()
     if reason:
         print(f"\nreal-Slurm tests skipped: {reason}", file=sys.stderr)
         pytest.skip(f"real-Slurm tests need network namespaces: {reason}")
-    conf = _conf_dir() / "slurm.conf"
-    was_up = _is_up(conf)
-    t0 = time.monotonic()
-    proc = subprocess.run(["bash", str(CLUSTER_SH), "up"],
-                          capture_output=True,
-                          text=True,
-                          timeout=900)
-    if proc.returncode != 0:
-        logs = ""
-        for log in sorted((_conf_dir() / "log").glob("*.log")):
-            logs += f"\n--- {log} ---\n" + "\n".join(log.read_text().splitlines()[-20:])
-        subprocess.run(["bash", str(CLUSTER_SH), "down"], capture_output=True, text=True)
-        pytest.fail(f"tools/slurm/cluster.sh up failed ({proc.returncode}):\n{proc.stdout}"
-                    f"{proc.stderr}{logs}")
-    print(
-        f"\ntest Slurm cluster up in {time.monotonic() - t0:.1f} s "
-        f"({'already running' if was_up else 'started'})",
-        file=sys.stderr)
-    yield SlurmCluster(conf)
-    if not was_up and os.environ.get("TFDIST_SLURM_KEEP") != "1":
-        subprocess.run(["bash", str(CLUSTER_SH), "down"], capture_output=True, text=True)
+    USERS_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    users = os.open(USERS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(users, fcntl.LOCK_SH)  # waits while another session is taking the cluster down
+    try:
+        conf = _conf_dir() / "slurm.conf"
+        t0 = time.monotonic()
+        proc = _cluster_sh("up")
+        if proc.returncode != 0:
+            logs = ""
+            for log in sorted((_conf_dir() / "log").glob("*.log")):
+                logs += f"\n--- {log} ---\n" + "\n".join(log.read_text().splitlines()[-20:])
+            pytest.fail(f"tools/slurm/cluster.sh up failed ({proc.returncode}):\n{proc.stdout}"
+                        f"{proc.stderr}{logs}\n(make slurm-down cleans up)")
+        print(f"\ntest Slurm cluster up in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+        yield SlurmCluster(conf)
+        started_by = _conf_dir() / "started-by"
+        by_tests = started_by.exists() and started_by.read_text().strip() == "tests"
+        if by_tests and os.environ.get("TFDIST_SLURM_KEEP") != "1":
+            try:  # the last session out takes it down
+                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            _cluster_sh("down", timeout=120)
+    finally:
+        os.close(users)
 
 
 @pytest.fixture

@@ -20,6 +20,9 @@ set -euo pipefail
 
 DIR=${TFDIST_SLURM_DIR:-/run/tfdist-slurm}
 CONF=$DIR/slurm.conf
+# Serializes up/down of concurrent callers (two pytest sessions, make). Kept outside $DIR, which
+# down removes; the empty lock file itself stays.
+LOCK=${TFDIST_SLURM_LOCK:-/run/lock/tfdist-slurm.lock}
 MUNGE_DIR=$DIR/munge
 MUNGE_SOCKET=$MUNGE_DIR/munge.socket
 BRIDGE=tfdistbr0
@@ -150,7 +153,7 @@ start_munge() {
     # The socket must be reachable by every user that runs sbatch/srun: its directory is 0755.
     chmod 755 "$MUNGE_DIR"
     su munge -s /bin/sh -c "/usr/sbin/munged --socket=$MUNGE_SOCKET --key-file=$MUNGE_DIR/munge.key \
-        --pid-file=$MUNGE_DIR/munged.pid --log-file=$MUNGE_DIR/munged.log --seed-file=$MUNGE_DIR/munged.seed"
+        --pid-file=$MUNGE_DIR/munged.pid --log-file=$MUNGE_DIR/munged.log --seed-file=$MUNGE_DIR/munged.seed" 9>&-
     for _ in $(seq 50); do [ -S "$MUNGE_SOCKET" ] && return 0; sleep 0.1; done
     die "munged did not create $MUNGE_SOCKET (log: $MUNGE_DIR/munged.log)"
 }
@@ -198,7 +201,8 @@ remove_hosts() {
 start_slurmctld() {
     if pid_alive "$DIR/slurmctld.pid"; then return 0; fi
     # -i: ignore saved state errors; -c would clear state. A fresh cluster has none anyway.
-    slurmctld -f "$CONF" -i
+    # 9>&-: the daemons must not inherit (and so hold) the up/down lock.
+    slurmctld -f "$CONF" -i 9>&-
     STARTED_CTLD=1
 }
 
@@ -208,7 +212,7 @@ start_slurmd() {
         ns=${NODES[$i]}
         pid_alive "$DIR/slurmd-$ns.pid" && continue
         # nsenter, not `ip netns exec`: the latter remounts /sys and slurmd's cgroup plugin fails.
-        nsenter --net="/run/netns/$ns" slurmd -f "$CONF" -N "$ns"
+        nsenter --net="/run/netns/$ns" slurmd -f "$CONF" -N "$ns" 9>&-
     done
 }
 
@@ -234,7 +238,14 @@ wait_ready() {
     return 1
 }
 
+lock() {
+    mkdir -p "$(dirname "$LOCK")"
+    exec 9>>"$LOCK"
+    flock -w 600 9 || die "another up/down holds $LOCK for more than 600 s"
+}
+
 up() {
+    lock
     check >/dev/null
     install_packages
     write_config
@@ -245,9 +256,16 @@ up() {
     start_slurmd
     if [ "${CONFIG_CHANGED:-0}" = 1 ] && [ "${STARTED_CTLD:-0}" = 0 ]; then
         log "slurm.conf changed: scontrol reconfigure"
-        SLURM_CONF=$CONF scontrol reconfigure
+        SLURM_CONF=$CONF scontrol reconfigure 9>&-
     fi
     wait_ready
+    # Who wants it up: the test fixture (TFDIST_SLURM_STARTED_BY=tests) takes it down again at the
+    # end of its session only when it started it and nobody asked by hand (`make slurm-up`).
+    if [ "${TFDIST_SLURM_STARTED_BY:-}" != tests ]; then
+        echo manual >"$DIR/started-by"
+    elif [ "${STARTED_CTLD:-0}" = 1 ]; then
+        echo tests >"$DIR/started-by"
+    fi
     log "up: SLURM_CONF=$CONF (nodes ${NODES[*]} at ${NODE_ADDRS[*]}, controller $CTLD_ADDR)"
 }
 
@@ -293,6 +311,7 @@ kill_strays() {
 
 down() {
     local i ns veth
+    lock
     if [ -f "$CONF" ] && command -v scancel >/dev/null; then
         SLURM_CONF=$CONF timeout 5 scancel --quiet --user=root >/dev/null 2>&1 || true
     fi
@@ -318,6 +337,7 @@ down() {
 
 status() {
     local ns
+    echo "started by: $(cat "$DIR/started-by" 2>/dev/null || echo -)"
     echo "config: $CONF $([ -f "$CONF" ] && echo present || echo absent)"
     echo "munged: $(pid_alive "$MUNGE_DIR/munged.pid" && echo running || echo stopped)"
     echo "slurmctld: $(pid_alive "$DIR/slurmctld.pid" && echo running || echo stopped)"
