@@ -162,7 +162,9 @@ ensure_network() {
     if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
         ip link add "$BRIDGE" type bridge
     fi
-    ip addr show dev "$BRIDGE" | grep -q "inet $CTLD_ADDR/" || ip addr add "$CTLD_ADDR/24" dev "$BRIDGE"
+    # (Never `ip ... | grep -q` here: with pipefail, grep's early exit can fail the pipeline.)
+    [[ "$(ip addr show dev "$BRIDGE")" == *"inet $CTLD_ADDR/"* ]] ||
+        ip addr add "$CTLD_ADDR/24" dev "$BRIDGE"
     ip link set "$BRIDGE" up
     local i ns veth
     for i in "${!NODES[@]}"; do
@@ -176,7 +178,7 @@ ensure_network() {
         ip link set "$veth" master "$BRIDGE"
         ip link set "$veth" up
         ip -n "$ns" link set lo up
-        ip -n "$ns" addr show dev "${veth}p" | grep -q "inet ${NODE_ADDRS[$i]}/" ||
+        [[ "$(ip -n "$ns" addr show dev "${veth}p")" == *"inet ${NODE_ADDRS[$i]}/"* ]] ||
             ip -n "$ns" addr add "${NODE_ADDRS[$i]}/24" dev "${veth}p"
         ip -n "$ns" link set "${veth}p" up
     done
@@ -225,7 +227,7 @@ wait_ready() {
             return 0
         fi
         # A node left down/drained by an earlier run comes back here.
-        if echo "$out" | grep -qE ' (down|drain|drng)'; then
+        if [[ "$out" =~ \ (down|drain|drng) ]]; then
             SLURM_CONF=$CONF scontrol update NodeName="$(
                 IFS=,
                 echo "${NODES[*]}"
