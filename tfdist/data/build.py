@@ -97,6 +97,9 @@ def build_dataset(source: RecordSource,
             base = base.cache(_cache_file(cache, plan))
 
     def one_epoch(e):
+        # The order must depend on (seed, epoch) alone, not on a global seed the user set (with
+        # one, tf.data also rejects a tensor op seed): clear it in this traced function only.
+        tf.compat.v1.get_default_graph().seed = None
         s = epoch_seed(seed, e)
         records = base if base is not None else source.records(own, s if shuffle else None,
                                                                read_cycle)
@@ -108,10 +111,9 @@ def build_dataset(source: RecordSource,
             records = records.shard(num, pid)
         return records.enumerate().map(lambda k, r: (r, tf.stack([s, k * num + pid])))
 
-    if repeat:
-        ds = tf.data.Dataset.range(epoch, tf.int64.max).flat_map(one_epoch)
-    else:
-        ds = one_epoch(tf.constant(epoch, tf.int64))
+    # One traced function builds every epoch, endless or not, so both give the same orders.
+    last = tf.int64.max if repeat else epoch + 1
+    ds = tf.data.Dataset.range(epoch, last).flat_map(one_epoch)
     ds = source.prepare(ds)
 
     def decode(record, element_seed):
