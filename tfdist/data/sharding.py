@@ -47,7 +47,9 @@ class ShardPlan:
         head = f"{n_files} file{'s' * (n_files != 1)} ({self.total} records) over {n} input " \
                f"pipeline{'s' * (n != 1)}: "
         if self.by == "file":
-            body = (f"{len(self.own_files)} files each, by file; pipeline {self.pipeline_id} "
+            each = len(self.files) // n
+            body = (f"{each}{'+' * (len(self.files) % n > 0)} file{'s' * (each != 1)} each, by "
+                    f"file; pipeline {self.pipeline_id} "
                     f"reads {', '.join(os.path.basename(self.files[i]) for i in self.own_files)}"
                     f" and yields {self.records} records per epoch")
         else:
