@@ -209,3 +209,44 @@ def test_tcp_between_tasks_on_both_nodes(slurm, jobdir):
                 for c in r["connected"]] == [str(x) for x in range(4) if x != r["rank"]]
         # The controller answers from inside every node's namespace.
         assert r["scontrol_rc"] == 0 and r["scontrol_state"] == ["JobState=RUNNING"]
+
+
+def test_step_smaller_than_the_allocation_uses_the_step(slurm, jobdir):
+    # A 4-task allocation, a 2-task step: the step's variables win over the job's.
+    job, tasks = run_env_job(slurm,
+                             jobdir, ["--nodes=2", "--ntasks-per-node=2"],
+                             srun_args="--ntasks=2 --ntasks-per-node=1",
+                             env_args="--strategy=multi_worker")
+    envs = check_tasks(job, tasks, 2)
+    assert all(t["slurm"]["SLURM_NTASKS"] == "2" for t in tasks)
+    assert all(t["slurm"]["SLURM_STEP_TASKS_PER_NODE"] == "1(x2)" for t in tasks)
+    assert [t["slurmd_nodename"] for t in tasks] == [N1, N2]
+    assert [e["local_world_size"] for e in envs] == [1, 1]
+    check_own_address(tasks, envs[0]["tf_config"]["cluster"]["worker"])
+
+
+def test_distribution_with_socket_level_part(slurm, jobdir):
+    # Slurm reports e.g. SLURM_DISTRIBUTION=cyclic:block; only the node level (before ':') matters.
+    job, tasks = run_env_job(slurm,
+                             jobdir, ["--nodes=2", "--ntasks-per-node=2"],
+                             srun_args="--distribution=cyclic:block",
+                             env_args="--strategy=multi_worker")
+    envs = check_tasks(job, tasks, 4)
+    assert {t["slurm"]["SLURM_DISTRIBUTION"] for t in tasks} == {"cyclic:block"}
+    assert [t["slurmd_nodename"] for t in tasks] == [N1, N2, N1, N2]
+    assert [e["local_rank"] for e in envs] == [0, 0, 1, 1]
+    check_own_address(tasks, envs[0]["tf_config"]["cluster"]["worker"])
+
+
+def test_plane_distribution_is_refused_with_a_clear_error(slurm, jobdir):
+    job, tasks = run_env_job(slurm,
+                             jobdir, ["--nodes=2", "--ntasks-per-node=2"],
+                             srun_args="--distribution=plane=2",
+                             env_args="--strategy=multi_worker")
+    assert job.state == "FAILED", job.describe()
+    assert tasks, job.describe()
+    for t in tasks:
+        assert t["returncode"] != 0
+        # Names the value received and the Slurm option to change.
+        assert "SLURM_DISTRIBUTION='plane'" in t["stderr"], t["stderr"]
+        assert "not supported" in t["stderr"] and "--distribution=block" in t["stderr"]
