@@ -54,12 +54,17 @@ class ShardPlan:
                     f" and yields {self.records} records per epoch")
         else:
             body = (f"{self.reason}, so by record: every pipeline reads all files and keeps every "
-                    f"{n}th record; " if n > 1 else "")
+                    f"{_ordinal(n)} record; " if n > 1 else "")
             body += f"pipeline {self.pipeline_id} yields {self.records} records per epoch"
         if self.dropped:
             body += (f"; {self.dropped} records per epoch left out so every pipeline has the same "
                      "number of full batches")
         return head + body + "."
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def plan_shards(files,
