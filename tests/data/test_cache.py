@@ -1,0 +1,50 @@
+"""Cache: the same epochs from memory or from a node-local file, and one pass over the files."""
+
+import glob
+
+from tests.data import helpers
+
+
+def _epochs(where, **kwargs):
+    import tfdist.data as td
+
+    ds = td.build_dataset(helpers.source("tfrecord", where),
+                          td.make_input_context(2, 1, 2),
+                          4,
+                          seed=4,
+                          repeat=True,
+                          map_fn=lambda s, _: s["id"],
+                          **kwargs)
+    steps = 120 // 8
+    batches = [b.tolist() for b in ds.take(2 * steps).as_numpy_iterator()]
+    return [helpers.flat(batches[:steps]), helpers.flat(batches[steps:])]
+
+
+def test_cached_epochs_keep_the_split_and_reshuffle(even_tfrecord, tmp_path):
+    plain = _epochs(even_tfrecord)
+    memory = _epochs(even_tfrecord, cache="memory")
+    disk = _epochs(even_tfrecord, cache=str(tmp_path))
+    for epochs in (memory, disk):
+        # Pipeline 1 of 2 by file reads files 1, 3, 5, ...: ids 10-19, 30-39, ...
+        mine = sorted(i for i in range(120) if (i // 10) % 2 == 1)
+        assert sorted(epochs[0]) == sorted(epochs[1]) == sorted(plain[0]) == mine
+        assert epochs[0] != epochs[1]
+    assert memory == disk
+    assert glob.glob(str(tmp_path / "tfdist-cache-*.index")), "no cache file written"
+
+
+def test_cache_is_read_once_even_when_batches_are_cut(tmp_path):
+    # 103 records over 2 pipelines of batch 4 keep 96: the cache must still be read to its end.
+    folder = helpers.write_ids(str(tmp_path / "data"), 103, 1)
+    import tfdist.data as td
+
+    ds = td.build_dataset(helpers.source("tfrecord", folder),
+                          td.make_input_context(2, 0, 2),
+                          4,
+                          seed=1,
+                          repeat=True,
+                          cache=str(tmp_path),
+                          map_fn=lambda s, _: s["id"])
+    first = [b.tolist() for b in ds.take(24).as_numpy_iterator()]
+    assert len(set(helpers.flat(first[:12]))) == 48 and first[:12] != first[12:]
+    assert glob.glob(str(tmp_path / "tfdist-cache-*.index"))
