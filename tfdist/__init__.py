@@ -8,6 +8,9 @@ import os
 
 # TensorFlow reads this when `tf.keras` is first touched; it must be set before that happens.
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
+# Batch logs stay readable: TensorFlow's C++ INFO lines (oneDNN notes, end-of-data notes) are hidden
+# unless the user asks for them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
 
 __version__ = "0.1.0"
 

@@ -30,12 +30,12 @@ flags.DEFINE_string(
 flags.DEFINE_string(
     "data_dir", None, "Where the pipeline reads or caches its data "
     "(default: the recipe's own, under ~/.cache/tfdist).")
-flags.DEFINE_integer("epochs", 5, "Number of epochs.", lower_bound=1)
+flags.DEFINE_integer("epochs", 10, "Number of epochs.", lower_bound=1)
 flags.DEFINE_integer("steps_per_epoch",
                      0, "Steps per epoch (0: one pass over the training "
                      "split at the global batch size).",
                      lower_bound=0)
-flags.DEFINE_float("lr", 0.01, "Single-replica learning rate; scaled by --lr_scaling.")
+flags.DEFINE_float("lr", 0.05, "Single-replica learning rate; scaled by --lr_scaling.")
 flags.DEFINE_enum("optimizer", "sgd", ["sgd", "adam"], "Optimizer (sgd has momentum 0.9).")
 flags.DEFINE_string(
     "model_dir", None, "Run directory for metrics.json and the trained model "

@@ -24,9 +24,9 @@ class TrainConfig:
     strategy: str = "auto"
     num_ps: int = 1
     port: Optional[int] = None
-    epochs: int = 5
+    epochs: int = 10
     batch_size: int = 32  # per replica
-    lr: float = 0.01  # single-replica rate, scaled by lr_scaling
+    lr: float = 0.05  # single-replica rate, scaled by lr_scaling
     lr_scaling: str = "linear"
     optimizer: str = "sgd"
     model_dir: Optional[str] = None

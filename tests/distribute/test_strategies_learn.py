@@ -1,0 +1,39 @@
+"""Every strategy trains digits to >= 0.97 test accuracy through `tfdist launch`."""
+
+import json
+
+import pytest
+
+from tests.distribute.conftest import TFDIST, launch, needs_horovod
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "strategy,n,extra,replicas",
+    [
+        ("multi_worker", 2, [], 2),
+        pytest.param("horovod", 2, [], 2, marks=needs_horovod),
+        ("mirrored", 1, ["--cpu_devices=2"], 2),
+        # Asynchronous updates learn more slowly per epoch: twice the epochs.
+        ("parameter_server", 4, ["--epochs=20"], 1),
+    ])
+def test_digits_reaches_097(strategy, n, extra, replicas, tmp_path):
+    model_dir = tmp_path / "run"
+    r = launch(n,
+               TFDIST,
+               "train",
+               f"--strategy={strategy}",
+               "--pipeline=digits",
+               f"--model_dir={model_dir}",
+               *extra,
+               timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["strategy"] == strategy
+    assert (metrics["world_size"], metrics["num_replicas"]) == (n, replicas)
+    assert metrics["final"]["test_accuracy"] >= 0.97, metrics["final"]
+    assert metrics["samples_per_sec"] > 0
+    # Only the chief writes the run directory.
+    assert sorted(p.name for p in model_dir.iterdir()) == ["metrics.json", "model.keras"]
+    assert f"[0] tfdist train: {strategy} x{replicas} replicas: test accuracy" in r.stdout
