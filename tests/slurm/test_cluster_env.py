@@ -34,8 +34,9 @@ def check_tasks(job, tasks, world_size):
         assert env["world_size"] == world_size
         assert env["job_id"] == job.job_id
         assert env["nodes"] == [N1, N2]
-        # The node tfdist assigns to this rank is the node Slurm ran it on ...
-        assert env["nodes"][env["node_rank"]] == t["slurmd_nodename"]
+        # The node tfdist assigns to this rank is the node Slurm ran it on (each node namespace
+        # has its own host name, as on a real cluster).
+        assert env["nodes"][env["node_rank"]] == t["slurmd_nodename"] == t["hostname"]
     return [t["env"] for t in tasks]
 
 

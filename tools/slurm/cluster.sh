@@ -10,7 +10,8 @@
 # What it makes, every name prefixed with tfdist so nothing else is touched:
 #   - a Linux bridge tfdistbr0 with 10.250.0.1/24 (slurmctld's address), in the root namespace;
 #   - network namespaces tfdist-node1 / tfdist-node2, each with a veth pair (tfdistv1/tfdistv1p, ...)
-#     on the bridge and the address 10.250.0.11 / 10.250.0.12;
+#     on the bridge and the address 10.250.0.11 / 10.250.0.12; each slurmd (and so every task it
+#     starts) also gets its own UTS namespace, so `hostname` there is the node's name;
 #   - /etc/hosts lines for tfdist-node1 / tfdist-node2, each ending in the marker "# tfdist-slurm";
 #   - its own munged (own key, socket, pid and log files), slurmctld in the root namespace and one
 #     slurmd per node namespace, all with files under $TFDIST_SLURM_DIR (default /run/tfdist-slurm),
@@ -214,7 +215,10 @@ start_slurmd() {
         ns=${NODES[$i]}
         pid_alive "$DIR/slurmd-$ns.pid" && continue
         # nsenter, not `ip netns exec`: the latter remounts /sys and slurmd's cgroup plugin fails.
-        nsenter --net="/run/netns/$ns" slurmd -f "$CONF" -N "$ns" 9>&-
+        # A UTS namespace of its own too, so that `hostname` in a task says the node's name (as on
+        # a real cluster); it lives as long as the slurmd and the tasks it starts.
+        nsenter --net="/run/netns/$ns" unshare --uts \
+            sh -c "hostname $ns && exec slurmd -f $CONF -N $ns" 9>&-
     done
 }
 

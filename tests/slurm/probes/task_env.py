@@ -8,6 +8,7 @@ Writes OUT_DIR/task-<SLURM_PROCID>.json. Exits with tfdist env's status.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -22,6 +23,7 @@ def main() -> int:
     record = {
         "procid": int(os.environ["SLURM_PROCID"]),
         "slurmd_nodename": os.environ.get("SLURMD_NODENAME"),
+        "hostname": socket.gethostname(),
         "addresses": [line.split()[3].split("/")[0] for line in addrs.splitlines()],
         "returncode": proc.returncode,
         "stdout": proc.stdout,
