@@ -63,9 +63,10 @@ def list_image_folder(root: str, test_fraction: float = 0.2, seed: int = 0):
             train, test = _holdout(len(paths), test_fraction, seed + label)
             splits["train"] += [(paths[i], label) for i in train]
             splits["test"] += [(paths[i], label) for i in test]
-    for s, items in splits.items():
-        if not items:
-            raise DataError(f"{root}: no {'/'.join(IMAGE_SUFFIXES)} images for split {s!r}.")
+    if not splits["train"]:
+        raise DataError(f"{root}: no {'/'.join(IMAGE_SUFFIXES)} images in its class folders.")
+    if not splits["test"]:
+        del splits["test"]  # test_fraction=0 or an empty test/ folder: a train split only
     return splits, classes
 
 
