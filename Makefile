@@ -31,7 +31,7 @@ install: $(STAMP)
 
 # Horovod 0.28.1 with gloo, built against the venv's TensorFlow the first time (minutes) and cached
 # outside the repo (~/.cache/tfdist/wheels); later installs, fresh clones included, take seconds.
-$(HOROVOD_STAMP): $(STAMP) tools/build_horovod_wheel.sh
+$(HOROVOD_STAMP): $(STAMP) tools/build_horovod_wheel.sh $(wildcard tools/horovod-patches/*.patch)
 	PYTHON=$(BIN)/python bash tools/build_horovod_wheel.sh --install
 	touch $@
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build Horovod (gloo only, TensorFlow only) from the PyPI sdist against the TensorFlow of a given
-# Python, ONCE, and keep the wheel in a cache outside the repository; install it from there.
+# Build Horovod (gloo only, TensorFlow only) from the PyPI sdist, with tfdist's patches
+# (tools/horovod-patches), against the TensorFlow of a given Python, ONCE, and keep the wheel in a
+# cache outside the repository; install it from there.
 #
 #   tools/build_horovod_wheel.sh [--install] [--force]
 #
@@ -10,8 +11,8 @@
 #
 # The wheel links against TensorFlow's C++ ABI, so the cache key holds the Horovod, TensorFlow and
 # Python versions: a different TensorFlow gets its own build. A second run (or a fresh clone on the
-# same machine) finds the wheel and takes seconds. An installed Horovod of the same version that
-# imports is left alone.
+# same machine) finds the wheel and takes seconds. A working Horovod of the same version that tfdist
+# did not build (e.g. a site build with MPI/NCCL) is left alone; an older tfdist build is replaced.
 set -euo pipefail
 
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -24,7 +25,7 @@ for arg in "$@"; do
         --install) INSTALL=1 ;;
         --force) FORCE=1 ;;
         -h | --help)
-            sed -n '2,14p' "$0"
+            sed -n '2,15p' "$0"
             exit 0
             ;;
         *)
@@ -44,16 +45,21 @@ print(version("tensorflow"), "cp%d%d" % sys.version_info[:2])' 2>/dev/null); the
     log "TensorFlow is not installed for $PYTHON: install tfdist first (make install)."
     exit 1
 fi
-CACHE_DIR="$CACHE_ROOT/horovod-$HOROVOD_VERSION-tf$TF_VERSION-$PY_TAG"
+# tfdist's fixes to Horovod (tools/horovod-patches/*.patch, applied in name order); their hash is in
+# the cache key, so a changed patch gets a new build.
+PATCH_DIR="$(cd "$(dirname "$0")" && pwd)/horovod-patches"
+PATCHES=()
+if [[ $HOROVOD_VERSION == 0.28.1 ]]; then
+    PATCHES=("$PATCH_DIR"/*.patch)
+fi
+PATCH_ID=$(cat "${PATCHES[@]}" /dev/null | sha256sum | cut -c1-8)
+CACHE_DIR="$CACHE_ROOT/horovod-$HOROVOD_VERSION-p$PATCH_ID-tf$TF_VERSION-$PY_TAG"
 
-from_this_cache() {
-    # Installed from this cache directory (pip's direct_url.json): built for this TensorFlow.
-    "$PYTHON" - "$CACHE_DIR" "$HOROVOD_VERSION" <<'EOF' 2>/dev/null
-import sys
+installed_from() {
+    # Where pip installed Horovod from (its direct_url.json), "" when unknown; fails without one.
+    "$PYTHON" - <<'EOF' 2>/dev/null
 from importlib.metadata import distribution
-dist = distribution("horovod")
-assert dist.version == sys.argv[2], dist.version
-assert sys.argv[1] in (dist.read_text("direct_url.json") or "")
+print(distribution("horovod").read_text("direct_url.json") or "")
 EOF
 }
 
@@ -98,11 +104,23 @@ else
     start=$(date +%s)
     # --no-build-isolation: build against the TensorFlow installed in this interpreter.
     # MAKEFLAGS: Horovod's setup.py runs make -j8 unless MAKEFLAGS is set.
+    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation \
+        --dest "$BUILD_DIR" "horovod==$HOROVOD_VERSION"
+    tar -xzf "$BUILD_DIR/horovod-$HOROVOD_VERSION.tar.gz" -C "$BUILD_DIR"
+    SRC_DIR="$BUILD_DIR/horovod-$HOROVOD_VERSION"
+    for p in "${PATCHES[@]}"; do
+        log "applying $(basename "$p")"
+        if command -v patch >/dev/null; then
+            patch -d "$SRC_DIR" -p1 --forward --quiet <"$p"
+        else
+            git -C "$SRC_DIR" apply -p1 "$p"
+        fi
+    done
     HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
         HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
         MAKEFLAGS=${MAKEFLAGS:--j$(nproc)} TF_CPP_MIN_LOG_LEVEL=3 \
         "$PYTHON" -m pip wheel --no-build-isolation --no-deps --no-cache-dir \
-        --wheel-dir "$BUILD_DIR" "horovod==$HOROVOD_VERSION"
+        --wheel-dir "$BUILD_DIR" "$SRC_DIR"
     built=$(ls "$BUILD_DIR"/horovod-"$HOROVOD_VERSION"-*.whl)
     mv -f "$built" "$CACHE_DIR/"
     WHEEL=$(find_wheel)
@@ -110,8 +128,12 @@ else
 fi
 
 if [[ $INSTALL == 1 ]]; then
-    if [[ $FORCE == 0 ]] && { from_this_cache || installed_ok; }; then
-        log "Horovod $HOROVOD_VERSION already installed and working for $PYTHON; kept."
+    origin=$(installed_from || echo none)
+    if [[ $FORCE == 0 && $origin == *"$CACHE_DIR/"* ]]; then
+        log "Horovod $HOROVOD_VERSION from $CACHE_DIR already installed; kept."
+    elif [[ $FORCE == 0 && $origin != none && $origin != *"$CACHE_ROOT/"* ]] && installed_ok; then
+        # Not one of ours (a site build, say): a working Horovod of this version is the user's.
+        log "Horovod $HOROVOD_VERSION (not built by tfdist) installed and working; kept."
     else
         start=$(date +%s)
         # Dependencies (cloudpickle, psutil, pyyaml, packaging) come from the index; Horovod itself
