@@ -12,6 +12,7 @@ COMMANDS = {
     "train": ("tfdist.cli.train", "train a named model on a named pipeline under any strategy"),
     "launch": ("tfdist.cli.launch", "start N processes of a command on this machine"),
     "convert": ("tfdist.cli.convert", "pack images, arrays or a TFDS split into shards"),
+    "doctor": ("tfdist.cli.doctor", "pre-flight checks: port, hosts, GPUs, TensorFlow, Horovod"),
 }
 
 
