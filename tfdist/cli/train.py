@@ -36,6 +36,27 @@ flags.DEFINE_integer("steps_per_epoch",
                      "split at the global batch size).",
                      lower_bound=0)
 flags.DEFINE_float("lr", 0.05, "Single-replica learning rate; scaled by --lr_scaling.")
+flags.DEFINE_float("warmup_epochs",
+                   0.0, "Ramp the learning rate linearly from --lr to the "
+                   "scaled rate over this many epochs (Goyal et al., 2017).",
+                   lower_bound=0)
+flags.DEFINE_enum(
+    "lr_schedule", "constant", ["constant", "cosine", "step"],
+    "After warmup: keep the rate, cosine-decay it to 0 by the last epoch, or "
+    "multiply it by --lr_decay_rate every --lr_decay_epochs.")
+flags.DEFINE_float("lr_decay_epochs", 0.0, "step schedule: epochs between decays.", lower_bound=0)
+flags.DEFINE_float("lr_decay_rate", 0.1, "step schedule: factor per decay.", lower_bound=0)
+flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+                  "Keras mixed-precision policy (mixed_float16 adds dynamic loss scaling).")
+flags.DEFINE_integer("checkpoint_steps",
+                     0, "Also checkpoint every this many steps (0: only at "
+                     "each epoch end). Checkpoints go to MODEL_DIR/checkpoints.",
+                     lower_bound=0)
+flags.DEFINE_bool(
+    "requeue", False, "On SIGTERM/SIGUSR1 under Slurm: checkpoint, then "
+    "`scontrol requeue` the job (rank 0, once) so it resumes when it runs again. "
+    "Without it a preempted run exits with status 75 and resumes when re-run.")
+flags.DEFINE_bool("tensorboard", True, "Write TensorBoard logs to MODEL_DIR/logs (chief only).")
 flags.DEFINE_enum("optimizer", "sgd", ["sgd", "adam"], "Optimizer (sgd has momentum 0.9).")
 flags.DEFINE_string(
     "model_dir", None, "Run directory for metrics.json and the trained model "
@@ -74,13 +95,16 @@ def main(argv: list[str]) -> None:
     from tfdist.cluster import ClusterError
     from tfdist.distribute import LostTaskError
     from tfdist.keras_check import KerasVersionError
-    from tfdist.train.fit import train
+    from tfdist.train.fit import Preempted, train
 
     try:
         metrics = train(config_from_flags())
     except (ClusterError, KerasVersionError, ValueError) as e:
         print(f"tfdist train: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except Preempted as e:
+        print(f"tfdist train: {e}", file=sys.stderr, flush=True)
+        sys.exit(Preempted.exit_status)
     except LostTaskError as e:
         print(f"tfdist train: error: {e}", file=sys.stderr, flush=True)
         os._exit(1)  # skip interpreter teardown: threads of a broken collective can hang it

@@ -56,6 +56,11 @@ class Engine:
     def serve(self) -> None:
         """Run this task's server until the job is done (tasks that do not train)."""
 
+    def any_task(self, flag: bool) -> bool:
+        """True on every training task when `flag` is true on at least one (collective: every
+        training task must call it at the same point)."""
+        return flag
+
     def barrier(self) -> None:
         """Wait until every training task reaches this point."""
 

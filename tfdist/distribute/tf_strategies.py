@@ -124,19 +124,25 @@ class MultiWorkerEngine(_ClusterEngine):
             implementation=_IMPLEMENTATIONS[implementation])
         self.strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=_resolver(roles),
                                                                   communication_options=comm)
-        self._barrier_fn = None
+        self._sum_fn = None
 
-    def barrier(self) -> None:
-        if self._barrier_fn is None:
+    def _all_reduce_sum(self, value: float) -> float:
+        if self._sum_fn is None:
             strategy = self.strategy
 
             @tf.function
-            def _all_reduce_one():
-                one = strategy.run(lambda: tf.constant(1.0))
-                return strategy.reduce(tf.distribute.ReduceOp.SUM, one, axis=None)
+            def _sum(x):
+                per_replica = strategy.run(lambda: tf.identity(x))
+                return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-            self._barrier_fn = _all_reduce_one
-        self._barrier_fn()
+            self._sum_fn = _sum
+        return float(self._sum_fn(tf.constant(value, tf.float32)))
+
+    def any_task(self, flag: bool) -> bool:
+        return self._all_reduce_sum(1.0 if flag else 0.0) > 0
+
+    def barrier(self) -> None:
+        self._all_reduce_sum(1.0)
 
 
 class ParameterServerEngine(_ClusterEngine):

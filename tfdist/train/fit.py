@@ -1,4 +1,9 @@
-"""The fit driver of `tfdist train`: a named model on a named pipeline under any engine."""
+"""The fit driver of `tfdist train`: a named model on a named pipeline under any engine.
+
+It resumes from MODEL_DIR/checkpoints when there is one (at the saved epoch and step, with the same
+data order), checkpoints every epoch (and every `checkpoint_steps`), and on SIGTERM/SIGUSR1 stops
+every task after the same step, checkpoints and raises Preempted.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,13 @@ from tfdist.runtime import Runtime
 log = logging.getLogger("tfdist")
 
 OPTIMIZERS = ("sgd", "adam")
+MIXED_PRECISION = ("float32", "mixed_float16", "mixed_bfloat16")
+
+
+class Preempted(Exception):
+    """Training stopped on a signal after checkpointing; re-running resumes it."""
+
+    exit_status = 75
 
 
 @dataclasses.dataclass
@@ -28,8 +40,16 @@ class TrainConfig:
     batch_size: int = 32  # per replica
     lr: float = 0.05  # single-replica rate, scaled by lr_scaling
     lr_scaling: str = "linear"
+    warmup_epochs: float = 0.0  # ramp from lr to the scaled rate (Goyal et al., 2017)
+    lr_schedule: str = "constant"  # after warmup: constant, cosine or step
+    lr_decay_epochs: float = 0.0  # step schedule: decay every this many epochs
+    lr_decay_rate: float = 0.1
     optimizer: str = "sgd"
+    mixed_precision: str = "float32"
     model_dir: Optional[str] = None
+    checkpoint_steps: int = 0  # 0: checkpoint at each epoch end only
+    requeue: bool = False  # on preemption under Slurm, `scontrol requeue` the job (rank 0)
+    tensorboard: bool = True
     seed: int = 0
     shuffle: bool = True
     steps_per_epoch: int = 0  # 0: one pass over the training split
@@ -38,7 +58,7 @@ class TrainConfig:
     engine_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def make_optimizer(name: str, lr: float):
+def make_optimizer(name: str, lr):
     import tensorflow as tf
 
     if name == "sgd":
@@ -69,14 +89,35 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
         rt.shutdown()
 
 
+def learning_rate(rt: Runtime, cfg: TrainConfig, steps: int):
+    """The scaled rate, or a WarmupSchedule when warming up or decaying."""
+    from tfdist.train.schedules import WarmupSchedule
+
+    peak = rt.scale_lr(cfg.lr)
+    if cfg.warmup_epochs <= 0 and cfg.lr_schedule == "constant":
+        return peak
+    return WarmupSchedule(start_lr=cfg.lr,
+                          peak_lr=peak,
+                          warmup_steps=round(cfg.warmup_epochs * steps),
+                          schedule=cfg.lr_schedule,
+                          total_steps=cfg.epochs * steps,
+                          decay_steps=round(cfg.lr_decay_epochs * steps),
+                          decay_rate=cfg.lr_decay_rate)
+
+
 def _train(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
     import tensorflow as tf
 
     from tfdist.data import load_pipeline
+    from tfdist.train import checkpoint
     from tfdist.train.models import build_model
+    from tfdist.train.preemption import PreemptionHandler, requeue_slurm_job
     from tfdist.train.throughput import ThroughputMeter
 
-    tf.keras.utils.set_random_seed(cfg.seed)
+    if cfg.mixed_precision not in MIXED_PRECISION:
+        raise ValueError(f"mixed_precision={cfg.mixed_precision!r}: expected one of "
+                         f"{', '.join(MIXED_PRECISION)} (--mixed_precision).")
+    tf.keras.mixed_precision.set_global_policy(cfg.mixed_precision)
     pipeline = load_pipeline(cfg.pipeline)
     info = pipeline.info(cfg.data_dir)
     global_batch = rt.global_batch_size(cfg.batch_size)
@@ -86,14 +127,38 @@ def _train(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
                          f"{global_batch} is more than the {info['num_train']} training samples "
                          f"of {cfg.pipeline!r}; lower --batch_size.")
 
+    identity = dict(model=cfg.model,
+                    strategy=rt.strategy_name,
+                    world_size=rt.world_size,
+                    global_batch_size=global_batch,
+                    seed=cfg.seed)
+    start_epoch, skip_steps, seed = 0, 0, cfg.seed
+    found = checkpoint.latest(cfg.model_dir) if cfg.model_dir else None
+    if found is not None:
+        path, meta = found
+        checkpoint.check_resume(meta, identity, path)
+        start_epoch, skip_steps, seed = meta["epoch"], meta["step"], meta.get("seed", cfg.seed)
+        if skip_steps >= steps:
+            start_epoch, skip_steps = start_epoch + 1, 0
+        identity["seed"] = seed  # the data order continues with the checkpoint's seed
+    tf.keras.utils.set_random_seed(seed)
+
     def train_input(input_context):
-        return pipeline.dataset("train",
-                                input_context,
-                                cfg.batch_size,
-                                seed=cfg.seed,
-                                shuffle=cfg.shuffle,
-                                repeat=True,
-                                data_dir=cfg.data_dir)
+        ds = pipeline.dataset("train",
+                              input_context,
+                              cfg.batch_size,
+                              seed=seed,
+                              shuffle=cfg.shuffle,
+                              epoch=start_epoch,
+                              repeat=True,
+                              data_dir=cfg.data_dir)
+        if skip_steps and rt.strategy_name != "parameter_server":
+            # Continue mid-epoch where the checkpoint was taken: each step took this many
+            # batches from this pipeline. (Parameter-server workers race: no exact position.)
+            per_step = max(1,
+                           input_context.num_replicas_in_sync // input_context.num_input_pipelines)
+            ds = ds.skip(skip_steps * per_step)
+        return ds
 
     def compiled(model, optimizer):
         model.compile(optimizer=optimizer,
@@ -103,16 +168,39 @@ def _train(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
 
     with rt.scope():
         model = build_model(cfg.model, info["input_shape"], info["num_classes"])
-        optimizer = rt.optimizer(make_optimizer(cfg.optimizer, rt.scale_lr(cfg.lr)))
+        optimizer = rt.optimizer(make_optimizer(cfg.optimizer, learning_rate(rt, cfg, steps)))
         compiled(model, optimizer)
 
     meter = ThroughputMeter(global_batch, steps)
+    callbacks = rt.callbacks() + [meter]
+    saver = None
+    if cfg.model_dir:
+        saver = checkpoint.TrainingCheckpoint(cfg.model_dir,
+                                              rt.is_chief,
+                                              identity,
+                                              save_steps=cfg.checkpoint_steps)
+        callbacks.append(saver)
+        if cfg.tensorboard and rt.is_chief:
+            callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(cfg.model_dir, "logs")))
+    # Several tasks agree every 10 steps (one scalar all-reduce), a single one every step.
+    single = rt.world_size == 1 or rt.strategy_name == "parameter_server"
+    preemption = PreemptionHandler(rt.engine, saver, check_steps=1 if single else 10)
+    callbacks.append(preemption)
+
     verbose = cfg.verbose if cfg.verbose is not None else (1 if sys.stdout.isatty() else 2)
     history = model.fit(rt.dataset(train_input),
                         epochs=cfg.epochs,
                         steps_per_epoch=steps,
-                        callbacks=rt.callbacks() + [meter],
+                        callbacks=callbacks,
                         verbose=verbose if rt.is_chief else 0)
+
+    if preemption.preempted_at is not None:
+        epoch, step = preemption.preempted_at
+        requeued = cfg.requeue and rt.rank == 0 and requeue_slurm_job()
+        where = preemption.saved or (cfg.model_dir and "MODEL_DIR/checkpoints") or "nowhere"
+        raise Preempted(f"preempted at epoch {epoch + 1}, step {step}; checkpoint: {where}. " +
+                        ("The job was requeued and resumes from it."
+                         if requeued else "Re-run the same command (same --model_dir) to resume."))
 
     # The test split is evaluated by a plain copy of the model, outside the strategy: the same on
     # every engine, and no collective that a task could miss.
@@ -135,15 +223,17 @@ def _train(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
         "global_batch_size": global_batch,
         "per_replica_batch_size": cfg.batch_size,
         "learning_rate": rt.scale_lr(cfg.lr),
+        "mixed_precision": cfg.mixed_precision,
         "epochs": cfg.epochs,
         "steps_per_epoch": steps,
+        "resumed_from": list(saver.resumed_from) if saver and saver.resumed_from else None,
         "model": cfg.model,
         "pipeline": cfg.pipeline,
         "samples_per_sec": meter.steady_samples_per_sec,
         "epoch_samples_per_sec": meter.epoch_rates,
         "final": {
-            "loss": float(history.history["loss"][-1]),
-            "accuracy": float(history.history["accuracy"][-1]),
+            "loss": float(history.history["loss"][-1]) if history.history else None,
+            "accuracy": float(history.history["accuracy"][-1]) if history.history else None,
             "test_loss": float(test_loss),
             "test_accuracy": float(test_accuracy),
         },

@@ -78,4 +78,9 @@ def build_model(name: str, input_shape, num_classes: int):
     """A fresh, uncompiled model; outputs logits."""
     if name not in MODELS:
         raise ValueError(f"Unknown model {name!r}: expected one of {', '.join(MODELS)} (--model).")
-    return MODELS[name](tuple(input_shape), num_classes)
+    model = MODELS[name](tuple(input_shape), num_classes)
+    if tf.keras.mixed_precision.global_policy().compute_dtype != "float32":
+        # Mixed precision: logits (and so the loss) in float32, for numerical stability.
+        model = tf.keras.Sequential([model, layers.Activation("linear", dtype="float32")],
+                                    name=model.name)
+    return model

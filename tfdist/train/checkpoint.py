@@ -1,0 +1,185 @@
+"""Backup and restore of the whole training state, written so that a crash never loses it.
+
+One checkpoint is a directory `MODEL_DIR/checkpoints/ckpt-<step>` holding a tf.train.Checkpoint
+(weights, optimizer slots and step counter -- hence the learning-rate schedule -- and the epoch
+and step within it) and `meta.json` (what was trained how: model, strategy, world size, global
+batch, data-order seed). It is written under a temporary name and renamed into place, so a
+crash mid-write leaves the previous checkpoint whole. Only the chief writes there; other workers
+take part in the (collective) save into a temporary directory that is removed at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+from typing import Any, Optional
+
+import tensorflow as tf
+
+log = logging.getLogger("tfdist")
+
+CHECKPOINTS = "checkpoints"
+_NAME = re.compile(r"^ckpt-(\d+)$")
+# What must match for a resume to continue the same training.
+IDENTITY = ("model", "strategy", "world_size", "global_batch_size")
+
+
+class ResumeRefused(ValueError):
+    """The checkpoint in --model_dir belongs to a different training."""
+
+
+def latest(model_dir: str) -> Optional[tuple[str, dict[str, Any]]]:
+    """(path, meta) of the newest complete checkpoint under model_dir, or None."""
+    root = os.path.join(model_dir, CHECKPOINTS)
+    if not os.path.isdir(root):
+        return None
+    steps = sorted(
+        (int(m.group(1)), name) for name in os.listdir(root)
+        if (m := _NAME.match(name)) and os.path.isfile(os.path.join(root, name, "meta.json")))
+    if not steps:
+        return None
+    path = os.path.join(root, steps[-1][1])
+    with open(os.path.join(path, "meta.json")) as f:
+        return path, json.load(f)
+
+
+def check_resume(meta: dict[str, Any], identity: dict[str, Any], path: str) -> list[str]:
+    """Raise ResumeRefused when the checkpoint's training differs; return notes on what changed
+    that is safe (world size with the same global batch)."""
+    differs = {k: (meta.get(k), identity[k]) for k in IDENTITY if meta.get(k) != identity[k]}
+    notes = []
+    if "world_size" in differs and "global_batch_size" not in differs:
+        old, new = differs.pop("world_size")
+        notes.append(f"resuming a {old}-task checkpoint with {new} tasks: safe, the global batch "
+                     f"({identity['global_batch_size']}) is the same")
+    if differs:
+        what = "; ".join(f"{k} was {old!r}, now {new!r}" for k, (old, new) in differs.items())
+        raise ResumeRefused(
+            f"Cannot resume from {path}: {what}. Use a new --model_dir for a different training, "
+            f"or restore the old settings to continue this one" +
+            (" (keep the global batch: --batch_size x replicas)" if "global_batch_size" in
+             differs else "") + ".")
+    return notes
+
+
+class TrainingCheckpoint(tf.keras.callbacks.Callback):
+    """Save the training state at each epoch end (and every `save_steps` steps); restore it when
+    training starts, continuing at the saved epoch and step.
+
+    Every training task must use it (the save is collective under multi_worker).
+    """
+
+    def __init__(self,
+                 model_dir: str,
+                 is_chief: bool,
+                 identity: dict[str, Any],
+                 save_steps: int = 0,
+                 keep: int = 2):
+        super().__init__()
+        if save_steps < 0 or keep < 1:
+            raise ValueError(f"save_steps={save_steps}, keep={keep}: expected save_steps >= 0 "
+                             "and keep >= 1.")
+        self.model_dir, self.is_chief, self.identity = model_dir, is_chief, dict(identity)
+        self.save_steps, self.keep = save_steps, keep
+        self.root = os.path.join(model_dir, CHECKPOINTS)
+        self.resumed_from: Optional[tuple[int, int]] = None
+        self.suspend_epoch_save = False  # set on preemption: a cut epoch is not a finished one
+        self._epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self._step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self._epoch = 0
+        self._ckpt = None
+
+    # -- Keras hooks -------------------------------------------------------------------------
+
+    def on_train_begin(self, logs=None):
+        model = self.model
+        with model.distribute_strategy.scope():
+            # Slot variables exist before the restore, so every one of them is filled.
+            model.optimizer.build(model.trainable_variables)
+        self._ckpt = tf.train.Checkpoint(model=model,
+                                         optimizer=model.optimizer,
+                                         epoch=self._epoch_var,
+                                         step=self._step_var)
+        if self.is_chief:
+            self._remove_partial()
+        found = latest(self.model_dir)
+        if found is not None:
+            path, meta = found
+            for note in check_resume(meta, self.identity, path):
+                log.info("tfdist: %s", note)
+            self._ckpt.read(os.path.join(path, "state")).assert_existing_objects_matched()
+            self.resumed_from = (int(self._epoch_var.numpy()), int(self._step_var.numpy()))
+            log.info("tfdist: resuming from %s (epoch %d, step %d)", path, *self.resumed_from)
+        # Keras asks the model's training state where to start (tf_keras's own BackupAndRestore
+        # uses the same hook); this callback is that state.
+        model._training_state = self
+
+    def maybe_load_initial_counters_from_ckpt(self, steps_per_epoch, initial_epoch, mode=None):
+        if self.resumed_from is None:
+            return initial_epoch, 0
+        epoch, step = self.resumed_from
+        if step >= steps_per_epoch:  # saved at the last step of an epoch
+            epoch, step = epoch + 1, 0
+        return epoch, step
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.save_steps and int(self.model.optimizer.iterations.numpy()) % self.save_steps == 0:
+            self.save(self._epoch, batch + 1)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not self.suspend_epoch_save:
+            self.save(epoch + 1, 0)
+
+    def on_train_end(self, logs=None):
+        if getattr(self.model, "_training_state", None) is self:
+            del self.model._training_state
+
+    # -- saving ------------------------------------------------------------------------------
+
+    def save(self, epoch: int, step: int) -> Optional[str]:
+        """Write the state as of `step` steps into `epoch`; returns the chief's checkpoint path."""
+        self._epoch_var.assign(epoch)
+        self._step_var.assign(step)
+        global_step = int(self.model.optimizer.iterations.numpy())
+        if not self.is_chief:
+            scratch = tempfile.mkdtemp(prefix="tfdist-worker-ckpt-")
+            try:
+                self._ckpt.write(os.path.join(scratch, "state"))
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            return None
+        final = os.path.join(self.root, f"ckpt-{global_step}")
+        tmp = os.path.join(self.root, f".tmp-ckpt-{global_step}-{os.getpid()}")
+        os.makedirs(tmp, exist_ok=True)
+        self._ckpt.write(os.path.join(tmp, "state"))
+        meta = dict(self.identity, epoch=epoch, step=step, global_step=global_step)
+        with open(os.path.join(tmp, "meta.json"), "w") as f:
+            json.dump(meta, f, indent=2, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        if os.path.exists(final):
+            shutil.rmtree(final)
+        os.replace(tmp, final)  # the checkpoint appears whole, or not at all
+        self._prune()
+        log.info("tfdist: checkpoint %s (epoch %d, step %d)", final, epoch, step)
+        return final
+
+    def _prune(self) -> None:
+        done = sorted((int(m.group(1)), n) for n in os.listdir(self.root) if (m := _NAME.match(n)))
+        for _, name in done[:-self.keep]:
+            shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+
+    def _remove_partial(self) -> None:
+        """Temporary checkpoints of a run that crashed while writing."""
+        if os.path.isdir(self.root):
+            for name in os.listdir(self.root):
+                if name.startswith(".tmp-"):
+                    log.info("tfdist: removing %s, left by an interrupted save", name)
+                    shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
