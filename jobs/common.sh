@@ -1,0 +1,140 @@
+# shellcheck shell=bash
+# Shared by jobs/*.sbatch (sourced, never run): find Python and tfdist, print what the job is about
+# to do, check it with `tfdist doctor`, run one `srun --kill-on-bad-exit=1` step over every task and
+# say in words how it ended. Entry point: tfdist_job STRATEGY "$@" (the job's arguments).
+#
+# Environment overrides (sbatch passes the submitting shell's environment on):
+#   PYTHON       the Python that has tfdist (default: the active virtualenv, else the .venv of the
+#                checkout that holds jobs/, else python3 on PATH); its bin/ goes first on PATH
+#   TFDIST_BIN   the tfdist command (default: $PYTHON -u -m tfdist.cli.main)
+#   MODEL_DIR    run directory: checkpoints, metrics.json, model (default: runs/<job name>-<job id>,
+#                which a requeued job keeps); also the first positional argument
+#   PIPELINE (digits), MODEL (cnn), EPOCHS (10; parameter_server 20), BATCH_SIZE (per replica),
+#   NUM_PS (parameter_server: 1), CPU_DEVICES (mirrored without GPUs: split the CPU)
+#   REQUEUE      1 (default): at the time-limit signal checkpoint, requeue, resume; 0: exit 75
+#   DOCTOR       quick (default: roles, ports, hosts, GPUs, model dir), full (+ TensorFlow and
+#                Horovod imports, ~20 s), 0 (no pre-flight)
+#   SRUN_ARGS    extra srun options, e.g. "--distribution=cyclic"
+
+tfdist_log() { echo "tfdist job: $*"; }
+tfdist_die() {
+    echo "tfdist job: error: $*" >&2
+    exit 2
+}
+
+tfdist_find_python() {
+    if [[ -n ${PYTHON:-} ]]; then
+        return
+    elif [[ -n ${VIRTUAL_ENV:-} && -x $VIRTUAL_ENV/bin/python ]]; then
+        PYTHON=$VIRTUAL_ENV/bin/python
+    elif [[ -x $TFDIST_REPO/.venv/bin/python ]]; then
+        PYTHON=$TFDIST_REPO/.venv/bin/python
+    else
+        PYTHON=$(command -v python3 || command -v python) ||
+            tfdist_die "no python found: set PYTHON=/path/to/venv/bin/python (sbatch passes it on)."
+    fi
+}
+
+# srun over every task of the job. Each task first says where it runs (its pid is the program's:
+# exec keeps it) and starts with SIGUSR1 ignored: the time-limit warning (--signal=USR1@N) must
+# not kill a task that has no handler (yet): one still importing TensorFlow, a parameter server,
+# your own script. tfdist train installs its handler when training starts.
+tfdist_srun() {
+    # shellcheck disable=SC2016,SC2086  # $SLURM_* expand in the task; SRUN_ARGS is a word list
+    srun --kill-on-bad-exit=1 --label ${SRUN_ARGS:-} bash -c \
+        'trap "" USR1; echo "tfdist job: task $SLURM_PROCID of $SLURM_NTASKS on $SLURMD_NODENAME (pid $$)"; exec "$@"' \
+        tfdist-task "$@"
+}
+
+tfdist_job() {
+    local strategy=$1
+    shift
+    [[ -n ${SLURM_JOB_ID:-} ]] ||
+        tfdist_die "not inside a Slurm job: submit this script with sbatch (see jobs/README.md)."
+
+    # Arguments: [MODEL_DIR] [tfdist train flags...] [-- COMMAND [ARGS...]]
+    local -a train_args=() command=()
+    if [[ $# -gt 0 && $1 != -* ]]; then
+        MODEL_DIR=$1
+        shift
+    fi
+    while [[ $# -gt 0 ]]; do
+        if [[ $1 == -- ]]; then
+            shift
+            command=("$@")
+            [[ ${#command[@]} -gt 0 ]] || tfdist_die "nothing after '--': give the command to run."
+            break
+        fi
+        train_args+=("$1")
+        shift
+    done
+    if [[ ${#command[@]} -gt 0 && ${#train_args[@]} -gt 0 ]]; then
+        tfdist_die "'${train_args[*]}' before '--' are flags of tfdist train, but the job runs" \
+            "your command '${command[*]}' instead: put them after it."
+    fi
+
+    TFDIST_REPO=$(cd "$TFDIST_JOBS_DIR/.." && pwd)
+    tfdist_find_python
+    if [[ $PYTHON == */* ]]; then  # a `python` or `tfdist` in your command is the same one
+        PATH="$(cd "$(dirname "$PYTHON")" && pwd):$PATH"
+        export PATH
+    fi
+    export PYTHONUNBUFFERED=1
+    MODEL_DIR=$(realpath -m -- "${MODEL_DIR:-runs/${SLURM_JOB_NAME:-tfdist}-$SLURM_JOB_ID}")
+    export MODEL_DIR
+    if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then
+        export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK # srun of Slurm 22.05+ does not inherit it
+        export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$SLURM_CPUS_PER_TASK}
+    fi
+
+    local -a tfdist strategy_args=(--strategy="$strategy")
+    if [[ -n ${TFDIST_BIN:-} ]]; then
+        tfdist=("$TFDIST_BIN")
+    else
+        tfdist=("$PYTHON" -u -m tfdist.cli.main)
+        "$PYTHON" -c "import tfdist" 2>/dev/null ||
+            tfdist_die "tfdist is not installed in $PYTHON: activate its virtualenv before" \
+                "sbatch, or set PYTHON=/path/to/venv/bin/python (or TFDIST_BIN)."
+    fi
+    [[ $strategy == parameter_server ]] && strategy_args+=(--num_ps="${NUM_PS:-1}")
+    if [[ ${#command[@]} -eq 0 ]]; then
+        local epochs=10
+        [[ $strategy == parameter_server ]] && epochs=20
+        command=("${tfdist[@]}" train "${strategy_args[@]}" --model_dir="$MODEL_DIR"
+            --pipeline="${PIPELINE:-digits}" --model="${MODEL:-cnn}" --epochs="${EPOCHS:-$epochs}")
+        [[ -n ${BATCH_SIZE:-} ]] && command+=(--batch_size="$BATCH_SIZE")
+        [[ -n ${CPU_DEVICES:-} ]] && command+=(--cpu_devices="$CPU_DEVICES")
+        [[ ${REQUEUE:-1} == 1 ]] && command+=(--requeue)
+        command+=("${train_args[@]}")
+    fi
+
+    tfdist_log "Slurm job $SLURM_JOB_ID ${SLURM_JOB_NAME:-}, run $((${SLURM_RESTART_COUNT:-0} + 1))" \
+        "(SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}), $(date '+%F %T')"
+    tfdist_log "$SLURM_JOB_NUM_NODES node(s) $SLURM_JOB_NODELIST, ${SLURM_NTASKS:-1} task(s)" \
+        "(${SLURM_TASKS_PER_NODE:-1} per node), ${SLURM_CPUS_PER_TASK:-1} CPU(s) per task"
+    tfdist_log "python $PYTHON, model dir $MODEL_DIR"
+
+    local -a doctor=("${tfdist[@]}" doctor "${strategy_args[@]}" --model_dir="$MODEL_DIR")
+    case ${DOCTOR:-quick} in
+        0) ;;
+        quick | full)
+            [[ ${DOCTOR:-quick} == quick ]] && doctor+=(--skip=tensorflow --skip=horovod)
+            tfdist_log "pre-flight: ${doctor[*]}"
+            tfdist_srun "${doctor[@]}" ||
+                tfdist_die "tfdist doctor found a PROBLEM (above): the job stops before training." ;;
+        *) tfdist_die "DOCTOR=$DOCTOR: expected quick, full or 0." ;;
+    esac
+
+    tfdist_log "srun --kill-on-bad-exit=1 --label ${SRUN_ARGS:-}${SRUN_ARGS:+ }${command[*]}"
+    local status=0
+    tfdist_srun "${command[@]}" || status=$?
+    case $status in
+        0) tfdist_log "finished: every task exited 0 ($(date '+%F %T'))." ;;
+        75) tfdist_log "preempted (status 75): the checkpoint in $MODEL_DIR is resumable; submit" \
+            "the same job again with MODEL_DIR=$MODEL_DIR to continue." ;;
+        *) echo "tfdist job: error: the srun step failed with status $status ($(date '+%F %T'))." \
+            "'srun: error: NODE: task N: ...' above names the task that failed first; its own" \
+            "messages are the lines labelled 'N:'." >&2 ;;
+    esac
+    return "$status"
+}
