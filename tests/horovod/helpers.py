@@ -51,16 +51,18 @@ def clean_environ(**extra):
     return env
 
 
-def start_task(mode, out, rank=None, world=2, port=None, **extra):
-    """One worker process; with `rank`, the environment `tfdist launch` gives that rank."""
+def start_task(mode, out, rank=None, world=2, port=None, prefix=(), **extra):
+    """One worker process (its command after `prefix`); with `rank`, the environment
+    `tfdist launch` gives that rank."""
     env = clean_environ(**extra)
     if rank is not None:
         env.update(launch_environ(rank, world, port))
-    return subprocess.Popen([sys.executable, WORKER, mode, str(out)],
-                            env=env,
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT,
-                            text=True)
+    return subprocess.Popen(
+        [*prefix, sys.executable, WORKER, mode, str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True)
 
 
 def finish(procs, timeout):

@@ -1,9 +1,5 @@
 """Horovod under srun on the real two-node test Slurm cluster: no horovodrun, ssh or MPI.
-
-The nodes are network namespaces that share one hostname resolving to 127.0.0.1: only an
-interface chosen per task (HOROVOD_GLOO_IFACE) and tfdist's patch of Horovod's process-set
-contexts (tools/horovod-patches) let the ranks of two nodes connect.
-"""
+Each node is a network namespace; each task's gloo interface is chosen towards rank 0's node."""
 
 import numpy as np
 import pytest

@@ -1,6 +1,7 @@
 """Real Horovod processes on this machine, set up as `tfdist launch` sets them: no horovodrun."""
 
 import json
+import subprocess
 import time
 
 import numpy as np
@@ -99,3 +100,27 @@ def test_a_lost_peer_ends_the_other_rank_with_an_error(tmp_path):
     assert "Horovod has been shut down" in log, log[-3000:]
     assert "Connection" in log and "127.0.0.1" in log, log[-3000:]  # gloo names the lost peer
     print(f"rank 0 ended {seconds:.1f} s after rank 1 was killed")
+
+
+def _can_unshare_uts():
+    try:
+        return subprocess.run(["unshare", "--uts", "true"], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _can_unshare_uts(), reason="needs root and `unshare --uts`")
+def test_the_gloo_interface_is_used_even_where_the_hostname_does_not_resolve(tmp_path):
+    """Each rank in its own UTS namespace with a hostname that resolves nowhere (as on nodes whose
+    hostname maps to 127.0.0.1 or an unreachable network). Upstream Horovod 0.28.1 ignores
+    HOROVOD_GLOO_IFACE for its process-set contexts and crashes here (SIGSEGV on this machine);
+    the wheel `make horovod` builds is patched (tools/horovod-patches)."""
+    port = free_port_base()
+    prefix = ["unshare", "--uts", "sh", "-c", 'hostname tfdist-no-such-host && exec "$0" "$@"']
+    outs = [tmp_path / f"uts-{r}.json" for r in range(2)]
+    procs = [start_task("init", outs[r], rank=r, port=port, prefix=prefix) for r in range(2)]
+    for rank, (code, log, _) in enumerate(finish(procs, timeout=120)):
+        assert code == 0, f"rank {rank} exited {code}:\n{log[-3000:]}"
+    results = [json.loads(o.read_text()) for o in outs]
+    assert [(r["rank"], r["size"], r["gloo_iface"]) for r in results] == [(0, 2, "lo"),
+                                                                          (1, 2, "lo")]
