@@ -263,6 +263,10 @@ def check_gpus(environ: Optional[Mapping[str, str]] = None,
 _NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm")
 
 
+def _local_root(path: Path) -> str:
+    return next(root for root in _NODE_LOCAL if path.is_relative_to(root))
+
+
 def check_model_dir(model_dir: Optional[str], multi_node: bool = False) -> Result:
     """The run directory, or the nearest existing parent it would be created in, is writable."""
     if not model_dir:
@@ -286,11 +290,11 @@ def check_model_dir(model_dir: Optional[str], multi_node: bool = False) -> Resul
             f"write checkpoints in {path}. Choose a --model_dir on a file system you can write "
             f"(project or scratch space), or fix its permissions (ls -ld {existing}).")
     state = "writable" if existing == path else f"will be created in {existing} (writable)"
-    if multi_node and str(path).startswith(_NODE_LOCAL):
+    if multi_node and any(path.is_relative_to(root) for root in _NODE_LOCAL):
         return Result(
-            "model_dir", WARN, f"{path} {state}, but it is node-local and this job spans several "
-            "nodes: a job resumed on other nodes will not find its checkpoints. Use a directory "
-            "on a shared file system.")
+            "model_dir", WARN, f"{path} {state}, but it is under {_local_root(path)}, which "
+            "is usually node-local, and this job spans several nodes: a job resumed on other "
+            "nodes would not find its checkpoints. Use a directory on a shared file system.")
     return Result("model_dir", OK, f"{path} {state}")
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.test_slurm import step
+from tests.slurm.conftest import TFDIST as SLURM_TFDIST
+from tests.slurm.conftest import jobdir, slurm  # noqa: F401  (fixtures)
 from tfdist import doctor
 from tfdist.cluster import detect
 from tfdist.distribute.horovod_setup import INSTALL_HINT
@@ -429,3 +431,35 @@ def test_broken_horovod_with_strategy_horovod(tmp_path):
         "PROBLEM  horovod: Cannot import horovod.tensorflow.keras (undefined symbol: "
         "_ZN10tensorflow8OpKernel (test_doctor)). " + INSTALL_HINT
     ]
+
+
+# --- on the real two-node test Slurm cluster ------------------------------------------------
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_doctor_in_a_real_batch_job(slurm, jobdir):  # noqa: F811
+    # Under srun every task finds its role, port, both node names and the shared run directory;
+    # in the batch script itself (no srun) doctor says that the step is missing and fails.
+    checks = f"--strategy=multi_worker --model_dir={jobdir}/run --skip=tensorflow --skip=horovod"
+    script = (f"srun --label {SLURM_TFDIST} doctor {checks} > srun.out 2>&1; echo $? > srun.rc\n"
+              f"{SLURM_TFDIST} doctor {checks} > batch.out 2>&1; echo $? > batch.rc\n")
+    job = slurm.sbatch(script, "--nodes=2", "--ntasks-per-node=1", workdir=jobdir)
+    assert job.state == "COMPLETED", job.describe()
+    out = job.read("srun.out")
+    assert job.read("srun.rc").strip() == "0", out
+    for rank, node in enumerate(("tfdist-node1", "tfdist-node2")):
+        mine = [
+            line[len(f"{rank}: "):] for line in out.splitlines() if line.startswith(f"{rank}: ")
+        ]
+        assert mine[0].startswith(f"ok       cluster: slurm, job {job.job_id}: rank {rank} of 2 "
+                                  f"on {node} (node {rank + 1} of 2"), out
+        assert mine[1].startswith("ok       port: ") and f"free on {node} (rank {rank})" in mine[1]
+        assert mine[2] == "ok       hosts: 2 node name(s) resolve: tfdist-node1, tfdist-node2"
+        # The test cluster's nodes share this machine's /tmp; on a real cluster it is not shared.
+        assert mine[4].startswith(f"warn     model_dir: {jobdir}/run will be created in {jobdir} "
+                                  "(writable), but it is under /tmp, which is usually node-local")
+        assert mine[-1].startswith("tfdist doctor: no problems")
+    batch = job.read("batch.out")
+    assert job.read("batch.rc").strip() == "1", batch
+    assert "PROBLEM  cluster: " in batch and "outside any srun step" in batch
