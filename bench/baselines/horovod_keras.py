@@ -1,0 +1,47 @@
+"""Horovod by hand, the way Horovod's own Keras examples do it (examples/tensorflow2/
+tensorflow2_keras_mnist.py): hvd.init, shard by rank, scale the rate by hvd.size(),
+DistributedOptimizer, broadcast and metric-average callbacks.
+
+  horovodrun -np 2 -H localhost:2 --gloo python bench/baselines/horovod_keras.py
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
+
+# horovod.tensorflow.keras imports `keras`, which is Keras 3 beside TF 2.18; its callbacks then
+# fail (shared/design/FACTS.md, horovod#4290). The known workaround: let `keras` be tf_keras.
+sys.modules["keras"] = tf_keras
+import horovod.tensorflow.keras as hvd  # noqa: E402
+
+from digits_models import build_model, compile_model, load_data, parse_args  # noqa: E402
+
+args = parse_args()
+hvd.init()
+
+tf.keras.utils.set_random_seed(0)
+(x_train, y_train), (x_test, y_test) = load_data()
+train = tf.data.Dataset.from_tensor_slices((x_train, y_train)).cache()
+train = train.shard(hvd.size(), hvd.rank())
+train = train.shuffle(len(x_train), seed=0).repeat().batch(args.batch_size, drop_remainder=True)
+train = train.prefetch(tf.data.AUTOTUNE)
+
+model = build_model(args.model)
+optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(args.lr * hvd.size(), momentum=0.9))
+compile_model(model, optimizer)
+callbacks = [
+    hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+    hvd.callbacks.MetricAverageCallback(),
+]
+model.fit(train,
+          epochs=args.epochs,
+          steps_per_epoch=args.steps_per_epoch,
+          callbacks=callbacks,
+          verbose=2 if hvd.rank() == 0 else 0)
+loss, accuracy = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
+if hvd.rank() == 0:
+    print(f"test accuracy {accuracy:.4f}")

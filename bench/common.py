@@ -1,0 +1,196 @@
+"""What the benchmarks share: the machine record, summary statistics, the JSON writer and a
+subprocess runner that never leaves a process behind.
+
+Imports no TensorFlow: the drivers stay light, the measured processes load it themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from importlib import metadata
+from typing import Optional, Sequence
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+RESULTS = os.path.join(BENCH, "results")
+BIN = os.path.dirname(sys.executable)  # the venv's bin: python, tfdist, horovodrun
+
+
+def machine() -> dict:
+    """Cores, memory, CPU model, load and the versions of the stack being measured."""
+
+    def version(name: str) -> Optional[str]:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    cpu = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip()
+                        for line in f if line.startswith("model name")), None)
+    except OSError:
+        pass
+    memory_gb = None
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(next(line for line in f if line.startswith("MemTotal")).split()[1])
+            memory_gb = round(kb / 2**20, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    return {
+        "cores": len(os.sched_getaffinity(0)),
+        "cpu": cpu,
+        "memory_gb": memory_gb,
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "tensorflow": version("tensorflow"),
+        "tf_keras": version("tf-keras"),
+        "horovod": version("horovod"),
+        "tfdist": version("tfdist"),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+    }
+
+
+def summary(samples: Sequence[float], digits: int = 4) -> dict:
+    """Median, min, max and relative spread ((max - min) / median) of the raw samples."""
+    values = [float(x) for x in samples if x is not None]
+    if not values:
+        return {"median": None, "min": None, "max": None, "spread": None, "n": 0}
+    med = statistics.median(values)
+    return {
+        "median": round(med, digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+        "spread": round((max(values) - min(values)) / med, 3) if med else None,
+        "n": len(values),
+    }
+
+
+def ratio(a: Optional[float], b: Optional[float], digits: int = 3) -> Optional[float]:
+    if a is None or not b:
+        return None
+    return round(a / b, digits)
+
+
+def write_result(name: str, result: dict) -> str:
+    """bench/results/NAME.json, written atomically; returns its path."""
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, f"{name}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f, indent=2)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def free_port_block(n: int) -> int:
+    """A base port with n consecutive free ports above it (below the ephemeral range)."""
+    import random
+
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(200):
+        base = rng.randrange(22000, 32000 - n)
+        if all(_port_free(base + i) for i in range(n)):
+            return base
+    raise RuntimeError("no block of free ports found")
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("", port))
+            return True
+        except OSError:
+            return False
+
+
+def quiet_env(**extra: str) -> dict:
+    """The environment of a measured process: the venv first on PATH, TensorFlow's C++ logs quiet."""
+    env = dict(os.environ)
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def run(command: Sequence[str],
+        timeout: float,
+        env: Optional[dict] = None,
+        log: Optional[str] = None) -> tuple[int, float]:
+    """Run a command in its own process group; kill the whole group on timeout.
+
+    Returns (exit status, wall seconds); -9 means it was killed at the timeout. Output goes to
+    `log` (a file) or is dropped.
+    """
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    start = time.time()
+    proc = subprocess.Popen(list(command),
+                            env=env,
+                            cwd=ROOT,
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        status = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        status = -9
+    finally:
+        if log:
+            out.close()
+    return status, time.time() - start
+
+
+def start(command: Sequence[str], env: dict, log: str) -> subprocess.Popen:
+    """Start a command in its own process group, output appended to `log`."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(list(command),
+                                env=env,
+                                cwd=ROOT,
+                                stdout=out,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def wait_all(procs: Sequence[subprocess.Popen], timeout: float) -> list[int]:
+    """Wait for every process; on timeout or when one fails, stop the others' groups."""
+    deadline = time.monotonic() + timeout
+    while any(p.poll() is None for p in procs):
+        failed = any(p.returncode not in (None, 0) for p in procs)
+        if failed or time.monotonic() > deadline:
+            time.sleep(2.0 if failed else 0)  # a failed peer: give the others a moment to exit
+            for p in procs:
+                if p.poll() is None:
+                    kill_group(p)
+            break
+        time.sleep(0.05)
+    return [p.returncode if p.returncode is not None else -9 for p in procs]
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def table(rows: Sequence[Sequence], header: Sequence[str]) -> str:
+    """A plain-text table, columns padded to their widest cell."""
+    cells = [[str(c) for c in header]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""Run a Python program in this process and record, the same way for tfdist and hand-written code,
+when its training started, how long each epoch took and its peak memory.
+
+  python bench/probe.py OUT_PREFIX [--pin] [--exit_after_train] -- PROGRAM.py [ARGS...]
+
+Writes OUT_PREFIX.rank<R>.json (R from TFDIST_LAUNCH_RANK, HOROVOD_RANK or RANK). Timestamps are
+time.time(), so the driver can subtract its own launch time. The hooks wrap tf_keras'
+CallbackList when tf_keras is imported (nothing is imported here: the program picks its Keras).
+
+--exit_after_train: end the process (status 0) as soon as model.fit returns, so the runs stop
+paying for what each program does after training (evaluation, saving): every rank has finished
+its last step and all-reduce by then.
+
+--pin: bind this rank to one core (core = rank mod cores), as `taskset -c CORE` does, and give
+TensorFlow one intra-op thread (TF_NUM_INTRAOP_THREADS=1, OMP_NUM_THREADS=1).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import json
+import os
+import runpy
+import sys
+import time
+
+START = time.time()
+RANK_VARS = ("TFDIST_LAUNCH_RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "RANK")
+CALLBACKS_MODULE = "tf_keras.src.callbacks"
+
+record: dict = {
+    "probe_start": START,
+    "epochs": [],
+    "first_step_begin": None,
+    "first_step_end": None
+}
+
+
+def rank() -> int:
+    for name in RANK_VARS:
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return 0
+
+
+def peak_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def patch_callback_list(module) -> None:
+    cls = module.CallbackList
+    original = {
+        name: getattr(cls, name)
+        for name in ("on_train_batch_begin", "on_train_batch_end", "on_epoch_begin", "on_epoch_end",
+                     "on_train_end")
+    }
+    state = {"epoch": None}
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if record["first_step_begin"] is None:
+            record["first_step_begin"] = time.time()
+        return original["on_train_batch_begin"](self, batch, logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        result = original["on_train_batch_end"](self, batch, logs)
+        if record["first_step_end"] is None:
+            record["first_step_end"] = time.time()
+        return result
+
+    def on_epoch_begin(self, epoch, logs=None):
+        state["epoch"] = [time.time(), None]
+        return original["on_epoch_begin"](self, epoch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        result = original["on_epoch_end"](self, epoch, logs)
+        if state["epoch"] is not None:
+            state["epoch"][1] = time.time()
+            record["epochs"].append(state["epoch"])
+            state["epoch"] = None
+        return result
+
+    def on_train_end(self, logs=None):
+        result = original["on_train_end"](self, logs)
+        record["train_end"] = time.time()
+        write()
+        if _out["exit_after_train"]:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        return result
+
+    for name, fn in list(locals().items()):
+        if name in original:
+            setattr(cls, name, fn)
+
+
+class _Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Patches tf_keras' CallbackList right after its module is executed."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != CALLBACKS_MODULE:
+            return None
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        self._loader = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        patch_callback_list(module)
+        sys.meta_path.remove(self)
+
+
+_out = {"path": None, "exit_after_train": False}
+
+
+def write() -> None:
+    if _out["path"] is None:
+        return
+    record["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    record["end"] = time.time()
+    with open(_out["path"] + ".tmp", "w") as f:
+        json.dump(record, f)
+    os.replace(_out["path"] + ".tmp", _out["path"])
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if "--" not in args or len(args) < 3:
+        sys.exit(__doc__)
+    split = args.index("--")
+    options, program = args[:split], args[split + 1:]
+    prefix, pin = options[0], "--pin" in options[1:]
+    _out["exit_after_train"] = "--exit_after_train" in options[1:]
+    me = rank()
+    record["rank"] = me
+    if pin:
+        cores = sorted(os.sched_getaffinity(0))
+        core = cores[me % len(cores)]
+        os.sched_setaffinity(0, {core})
+        os.environ["TF_NUM_INTRAOP_THREADS"] = "1"
+        os.environ["OMP_NUM_THREADS"] = "1"
+        record["core"] = core
+    _out["path"] = f"{prefix}.rank{me}.json"
+    atexit.register(write)
+    sys.meta_path.insert(0, _Hook())
+    sys.argv = program
+    sys.path.insert(0, os.path.dirname(os.path.abspath(program[0])))
+    runpy.run_path(program[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
