@@ -115,21 +115,27 @@ def _is_loopback(address: str) -> bool:
 def check_hosts(cluster: Cluster,
                 resolve: Callable[..., Any] = socket.getaddrinfo,
                 timeout: float = 10.0) -> Result:
-    """Every node name resolves here, and no other node resolves to this machine's loopback."""
+    """Every node name resolves here, and no other node resolves to this machine's loopback
+    (in a job whose other nodes have network addresses)."""
     nodes = list(cluster.nodes)
     failed: dict[str, str] = {}
-    loopback: list[str] = []
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
-        futures = {node: pool.submit(resolve, node, None) for node in nodes}
-        done, _ = concurrent.futures.wait(futures.values(), timeout=timeout)
-        for node, future in futures.items():
-            if future not in done:
-                failed[node] = f"no answer within {timeout:.0f} s"
-            elif future.exception() is not None:
-                e = future.exception()
-                failed[node] = getattr(e, "strerror", None) or str(e)
-            elif node != cluster.host and all(_is_loopback(info[4][0]) for info in future.result()):
-                loopback.append(node)
+    only_loopback: dict[str, bool] = {}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(16, len(nodes)))
+    futures = {node: pool.submit(resolve, node, None) for node in nodes}
+    done, _ = concurrent.futures.wait(futures.values(), timeout=timeout)
+    pool.shutdown(wait=False)  # a lookup still hanging must not hold up the report
+    for node, future in futures.items():
+        if future not in done:
+            failed[node] = f"no answer within {timeout:.0f} s"
+        elif future.exception() is not None:
+            e = future.exception()
+            failed[node] = getattr(e, "strerror", None) or str(e)
+        else:
+            only_loopback[node] = all(_is_loopback(info[4][0]) for info in future.result())
+    # All tasks on this machine (TF_CONFIG with localhost, tfdist launch) is fine; a job with real
+    # network addresses where another node's name leads back here is not.
+    loopback = [node for node, local in only_loopback.items()
+                if local and node != cluster.host] if not all(only_loopback.values()) else []
     if failed:
         names = ", ".join(f"{node} ({why})" for node, why in failed.items())
         return Result(

@@ -23,8 +23,17 @@ from tfdist.cli.command import run_command
 tfdist_flags.define_cluster_flags()
 _MODEL_DIR = flags.DEFINE_string("model_dir", None,
                                  "Run directory the training will write; checked for writing.")
-_SKIP = flags.DEFINE_multi_enum("skip", [], list(doctor.CHECKS),
-                                "Checks to leave out (repeat the flag for several).")
+_SKIP = flags.DEFINE_multi_string(
+    "skip", [], f"Checks to leave out, comma-separated or repeated: {', '.join(doctor.CHECKS)}.")
+
+
+def _skipped(values: list[str]) -> tuple[str, ...]:
+    return tuple(name.strip() for value in values for name in value.split(",") if name.strip())
+
+
+flags.register_validator("skip",
+                         lambda values: set(_skipped(values)) <= set(doctor.CHECKS),
+                         message=f"--skip takes names of checks: {', '.join(doctor.CHECKS)}.")
 _FORMAT = flags.DEFINE_enum("format", "text", ["text", "json"],
                             "text: one line per check and a summary; json: one JSON object.")
 _TF_TIMEOUT = flags.DEFINE_float("tf_timeout",
@@ -42,7 +51,7 @@ def main(argv: list[str]) -> None:
                                 evaluator=flags.FLAGS.evaluator,
                                 port=flags.FLAGS.port,
                                 model_dir=_MODEL_DIR.value,
-                                skip=tuple(_SKIP.value),
+                                skip=_skipped(_SKIP.value),
                                 tf_timeout=_TF_TIMEOUT.value,
                                 report=lambda r: print(r.line(), flush=True) if text else None)
     failed = any(r.status == doctor.PROBLEM for r in results)
