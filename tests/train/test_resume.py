@@ -1,0 +1,138 @@
+"""Checkpoints and resume with real processes: stop by SIGTERM mid-epoch, crash mid-write,
+refused resume, chief-only writes."""
+
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from tests.distribute.conftest import TFDIST, run
+
+pytestmark = pytest.mark.slow
+TRAIN = ["train", "--pipeline=digits", "--epochs=3", "--batch_size=8", "--lr=0.01"]
+
+
+def start(n, model_dir, *extra, tmpdir=None):
+    cmd = [TFDIST, *TRAIN, f"--model_dir={model_dir}", *extra]
+    if n > 1:
+        cmd = [TFDIST, "launch", "-n", str(n), "--", *cmd]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFDIST_LAUNCH"))}
+    if tmpdir:
+        env["TMPDIR"] = str(tmpdir)
+    return subprocess.Popen(cmd,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT,
+                            text=True,
+                            env=env)
+
+
+def wait_for(proc, marker, timeout=300):
+    """Read output until `marker`; returns what was read."""
+    seen, deadline = [], time.monotonic() + timeout
+    for line in proc.stdout:
+        seen.append(line)
+        if marker in line:
+            return "".join(seen)
+        assert time.monotonic() < deadline, "timed out waiting for " + marker
+    raise AssertionError(f"process ended before {marker!r}:\n" + "".join(seen)[-3000:])
+
+
+def finish(proc, timeout=600):
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, out
+
+
+def weights(model_dir):
+    import tfdist  # noqa: F401
+    import tensorflow as tf
+
+    return tf.keras.models.load_model(os.path.join(model_dir, "model.keras")).get_weights()
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_resume_after_sigterm_equals_uninterrupted(n, tmp_path):
+    stopped, straight = tmp_path / "stopped", tmp_path / "straight"
+    proc = start(n, stopped)
+    head = wait_for(proc, "Epoch 2/3")
+    time.sleep(0.8)  # mid-epoch 2
+    proc.send_signal(signal.SIGTERM)
+    status, out = finish(proc)
+    out = head + out
+    assert status == 75, out[-3000:]
+    assert "preempted at epoch 2, step" in out and "Re-run the same command" in out
+    assert not (stopped / "metrics.json").exists()
+
+    r = run([TFDIST, "launch", "-n", str(n), "--", TFDIST, *TRAIN, f"--model_dir={stopped}"])
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "resuming from" in r.stdout + r.stderr
+    r = run([TFDIST, "launch", "-n", str(n), "--", TFDIST, *TRAIN, f"--model_dir={straight}"])
+    assert r.returncode == 0, r.stdout[-3000:]
+    for a, b in zip(weights(stopped), weights(straight)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_crash_while_writing_keeps_previous_checkpoint(tmp_path):
+    # ResNet-50's state (~300 MB with momentum) takes long enough to write to be caught mid-way.
+    model_dir = tmp_path / "run"
+    args = [
+        "--model=resnet50", "--steps_per_epoch=1", "--batch_size=2", "--epochs=4", "--notensorboard"
+    ]
+    proc = start(1, model_dir, *args)
+    ckpts = model_dir / "checkpoints"
+    deadline = time.monotonic() + 600
+    while not (ckpts / "ckpt-1" / "meta.json").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "no first checkpoint"
+        time.sleep(0.05)
+    while not any(p.name.startswith(".tmp-ckpt-2") for p in ckpts.iterdir()):
+        assert proc.poll() is None and time.monotonic() < deadline, "second save not seen"
+        time.sleep(0.002)
+    proc.kill()
+    proc.wait()
+    assert sorted(p.name for p in ckpts.iterdir() if not p.name.startswith(".")) == ["ckpt-1"]
+
+    r = run([TFDIST, *TRAIN[:2], *args, f"--model_dir={model_dir}"], timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    log = r.stdout + r.stderr
+    assert "removing .tmp-ckpt-2" in log
+    assert "resuming from " + str(ckpts / "ckpt-1") + " (epoch 1, step 0)" in log
+    assert not any(p.name.startswith(".tmp") for p in ckpts.iterdir())
+
+
+def test_refused_resume_names_what_differs(tmp_path):
+    model_dir = tmp_path / "run"
+    r = run([TFDIST, *TRAIN[:2], "--epochs=1", f"--model_dir={model_dir}"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = run([TFDIST, *TRAIN[:2], "--epochs=2", "--model=mlp", f"--model_dir={model_dir}"])
+    assert r.returncode == 2
+    assert "Cannot resume from" in r.stderr and "model was 'cnn', now 'mlp'" in r.stderr
+    assert "Use a new --model_dir" in r.stderr
+    r = run([
+        TFDIST, *TRAIN[:2], "--epochs=2", "--strategy=mirrored", "--cpu_devices=2",
+        f"--model_dir={model_dir}"
+    ])
+    assert r.returncode == 2
+    assert "strategy was 'default', now 'mirrored'" in r.stderr
+
+
+def test_only_the_chief_writes(tmp_path):
+    model_dir, scratch = tmp_path / "run", tmp_path / "tmp"
+    scratch.mkdir()
+    proc = start(2,
+                 model_dir,
+                 "--epochs=2",
+                 "--batch_size=32",
+                 "--checkpoint_steps=5",
+                 tmpdir=scratch)
+    status, out = finish(proc)
+    assert status == 0, out[-3000:]
+    assert sorted(p.name for p in model_dir.iterdir()) == [
+        "checkpoints", "logs", "metrics.json", "model.keras"
+    ]
+    names = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
+    assert names and all(n.startswith("ckpt-") for n in names)
+    # The worker's collective saves went to temporary directories, all removed.
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("tfdist-worker")] == []
+    assert "[1] " in out and "checkpoint" in out

@@ -1,0 +1,41 @@
+"""The learning rate of each warmup step follows lr + (N*lr - lr) * step / warmup_steps."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.distribute.conftest import launch, needs_horovod
+from tfdist.train.schedules import WarmupSchedule
+
+SCRIPT = str(Path(__file__).parent / "warmup_script.py")
+
+
+def expected(lr, n, warmup_steps, total):
+    return [
+        lr + (n * lr - lr) * k / warmup_steps if k < warmup_steps else n * lr for k in range(total)
+    ]
+
+
+def test_schedule_formula():
+    s = WarmupSchedule(0.1, 0.4, 4, "cosine", total_steps=8)
+    assert [round(float(s(k)), 6)
+            for k in range(9)] == [0.1, 0.175, 0.25, 0.325, 0.4, 0.341421, 0.2, 0.058579, 0.0]
+    s = WarmupSchedule(0.1, 0.4, 2, "step", decay_steps=2, decay_rate=0.5)
+    assert [round(float(s(k)), 6) for k in range(7)] == [0.1, 0.25, 0.4, 0.4, 0.2, 0.2, 0.1]
+    with pytest.raises(ValueError, match=r"schedule='linear': expected one of constant, cosine"):
+        WarmupSchedule(0.1, 0.2, 1, "linear")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["multi_worker", pytest.param("horovod", marks=needs_horovod)])
+def test_warmup_per_step_under_two_workers(strategy, tmp_path):
+    out = tmp_path / "lr.json"
+    r = launch(2, sys.executable, SCRIPT, strategy, str(out))
+    assert r.returncode == 0, r.stdout[-3000:]
+    for rank in (0, 1):
+        data = json.loads(Path(f"{out}.{rank}").read_text())
+        assert data["replicas"] == 2
+        # warmup 1.5 epochs of 6 steps = 9 steps, from 0.1 to 0.2 (linear scaling, 2 replicas)
+        assert data["rates"] == pytest.approx(expected(0.1, 2, 9, 12), rel=1e-6)
