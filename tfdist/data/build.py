@@ -45,8 +45,8 @@ class RecordSource(Protocol):
         """The records of these files; in file order when seed is None."""
 
     def prepare(self, ds: tf.data.Dataset) -> tf.data.Dataset:
-        """Sharded (record, element seed) -> (record, element seed) ready for parse, e.g. a
-        chunked read; identity when records are already the data."""
+        """Sharded (record, epoch seed, element number) -> the same with records ready for
+        parse, e.g. a chunked read; identity when records are already the data."""
 
     def parse(self, record):
         """One record -> one sample, run in the parallel map."""
@@ -109,16 +109,21 @@ def build_dataset(source: RecordSource,
             records = _keep_first(records, plan.keep, complete=bool(cache))
         if plan.by == "record" and num > 1:
             records = records.shard(num, pid)
-        return records.enumerate().map(lambda k, r: (r, tf.stack([s, k * num + pid])))
+        # (record, epoch seed, element number k * N + i): the parts of a per-sample seed, built
+        # by C++ ops only (zip, repeat, range), with no Python function run per record.
+        return tf.data.Dataset.zip((records, tf.data.Dataset.from_tensors(s).repeat(),
+                                    tf.data.Dataset.range(pid, tf.int64.max, num)))
 
     # One traced function builds every epoch, endless or not, so both give the same orders.
     last = tf.int64.max if repeat else epoch + 1
     ds = tf.data.Dataset.range(epoch, last).flat_map(one_epoch)
-    ds = source.prepare(ds)
+    # Records queue up ahead of the decode map, so a new epoch's shuffle buffer fills while the
+    # map still works on the last one's records.
+    ds = source.prepare(ds).prefetch(AUTOTUNE)
 
-    def decode(record, element_seed):
+    def decode(record, seed_of_epoch, element):
         sample = source.parse(record)
-        return map_fn(sample, element_seed) if map_fn is not None else sample
+        return map_fn(sample, tf.stack([seed_of_epoch, element])) if map_fn else sample
 
     ds = ds.map(decode, num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)

@@ -88,11 +88,11 @@ class HDF5Source(IndexedSource):
         # Rows travel in chunks: one h5py read per chunk and file instead of one per row.
         dtypes = [tf.as_dtype(self.specs[n][1]) for n in self.names]
 
-        def read(rows, seeds):
+        def read(rows, seeds, elements):
             values = tf.numpy_function(self._read_rows, [rows], dtypes, stateful=False)
             for v, n in zip(values, self.names):
                 v.set_shape((None, *self.specs[n][0]))
-            return tf.data.Dataset.from_tensor_slices((tuple(values), seeds))
+            return tf.data.Dataset.from_tensor_slices((tuple(values), seeds, elements))
 
         return ds.batch(self.chunk).flat_map(read)
 
