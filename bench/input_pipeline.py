@@ -2,7 +2,7 @@
 naive version (serial map, no prefetch) and of the limit (the single-core rate of the same
 decode + augment, measured in the same run, times the cores), on the same JPEG files.
 
-  .venv/bin/python bench/input_pipeline.py [--images=1024] [--size=128] [--repeats=7]
+  .venv/bin/python bench/input_pipeline.py [--images=1024] [--size=128] [--repeats=5]
 
 Prints one JSON object and writes it to bench/results/input_pipeline.json. The three
 measurements alternate over --repeats rounds, so load from other processes on a shared
@@ -45,14 +45,19 @@ def make_images(root: str, count: int, size: int, classes: int = 4) -> None:
             f.write(tf.io.encode_jpeg(image, quality=90).numpy())
 
 
-def rate(ds: tf.data.Dataset, batches: int, batch: int, warmup: int = 3) -> float:
-    it = iter(ds)
+def rate(ds: tf.data.Dataset, batches: int, batch: int, warmup: int) -> tuple[float, float]:
+    """(samples per second, samples per CPU-second of this process) of a fresh iterator after
+    `warmup` batches (shuffle buffer filled, AUTOTUNE settled). A fresh iterator each time: a
+    kept one would prefetch while the others run. The CPU rate hardly depends on the load from
+    other processes; it shows what the pipeline costs per sample."""
+    iterator = iter(ds)
     for _ in range(warmup):
-        next(it)
-    start = time.perf_counter()
+        next(iterator)
+    wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(batches):
-        next(it)
-    return batches * batch / (time.perf_counter() - start)
+        next(iterator)
+    samples = batches * batch
+    return samples / (time.perf_counter() - wall), samples / (time.process_time() - cpu)
 
 
 def main() -> None:
@@ -61,8 +66,9 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=128, help="JPEG side in pixels")
     parser.add_argument("--image_size", type=int, default=112, help="pipeline output side")
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--batches", type=int, default=25, help="timed batches per measurement")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--batches", type=int, default=100, help="timed batches per measurement")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=10, help="untimed batches first")
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
     work = tempfile.mkdtemp(prefix="tfdist-bench-")
@@ -101,11 +107,14 @@ def main() -> None:
         return ds.with_options(options)
 
     runs = {"tfdist": [], "naive": [], "single_core": []}
+    cpu_runs = {name: [] for name in runs}
     makers = {"tfdist": tfdist_pipeline, "naive": naive_pipeline, "single_core": single_core}
     datasets = {name: make() for name, make in makers.items()}
     for _ in range(args.repeats):
         for name, ds in datasets.items():
-            runs[name].append(rate(ds, args.batches, args.batch))
+            wall, cpu = rate(ds, args.batches, args.batch, args.warmup)
+            runs[name].append(wall)
+            cpu_runs[name].append(cpu)
     # Best of the alternating rounds: on a shared machine the best round of each is the one
     # least slowed by other processes; the medians are reported too.
     best = {k: max(v) for k, v in runs.items()}
@@ -125,6 +134,10 @@ def main() -> None:
             "limit": round(median["single_core"] * cores, 1)
         },
         "single_core_samples_per_s": round(single, 1),
+        "samples_per_cpu_s": {
+            k: round(statistics.median(v), 1)
+            for k, v in cpu_runs.items()
+        },
         "cores": cores,
         "rounds": {
             k: [round(v, 1) for v in vs]
@@ -136,6 +149,7 @@ def main() -> None:
             "output_side": args.image_size,
             "batch": args.batch,
             "timed_batches": args.batches,
+            "warmup_batches": args.warmup,
             "work": "TFRecord read + parse + decode_jpeg + resize + flip + pad/crop",
             "load_average_at_start": [round(x, 2) for x in os.getloadavg()]
         },
