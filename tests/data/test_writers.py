@@ -104,3 +104,16 @@ def test_two_processes_packing_digits_at_once(tmp_path):
     assert os.listdir(tmp_path) == ["digits-v1"], "leftover temporary folders"
     manifest = json.load(open(tmp_path / "digits-v1" / "manifest.json"))
     assert manifest["splits"]["test"]["records"] == 360
+
+
+def test_pack_a_tfds_split(tmp_path, tfds_1_shard):
+    from tfdist.data.packers import pack_tfds
+
+    manifest, written = pack_tfds("tiny_ids", tfds_1_shard, str(tmp_path / "out"), num_shards=3)
+    assert written and manifest["splits"]["train"]["records"] == 120
+    assert manifest["features"]["image"] == {"kind": "raw", "dtype": "uint8", "shape": [4, 4, 1]}
+    ids = helpers.flat(
+        helpers.ids_of(helpers.source("tfrecord", str(tmp_path / "out")), 1, 0, 8, shuffle=False))
+    assert sorted(ids) == list(range(120))
+    _, again = pack_tfds("tiny_ids", tfds_1_shard, str(tmp_path / "out"), num_shards=3)
+    assert not again
