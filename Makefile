@@ -5,11 +5,13 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tfdist-installed
 HOROVOD_STAMP := $(VENV)/.horovod-installed
+BENCH_STAMP := $(VENV)/.bench-installed
 SRC    := tfdist pipelines tests bench
 
 .PHONY: help install test test-fast lint format clean
 .PHONY: slurm-up slurm-down
 .PHONY: horovod demo
+.PHONY: bench
 
 help:
 	@echo "make install    create .venv and install tfdist with its test extras"
@@ -18,6 +20,7 @@ help:
 	@echo "make test-fast  lint + tests not marked slow"
 	@echo "make format     reformat the sources in place (yapf)"
 	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
+	@echo "make bench      benchmarks: tfdist vs hand-written TF/Horovod vs the machine (bench/results/)"
 	@echo "make slurm-up   start the two-node test Slurm cluster (slurm-down stops it)"
 
 # Re-install only when the package metadata changes, so a second `make test` starts at once.
@@ -58,6 +61,15 @@ test: lint $(HOROVOD_STAMP)
 
 test-fast: lint
 	$(BIN)/python -m pytest -m "not slow"
+
+# Benchmarks (bench/, not tests): JSON + PNG per benchmark in bench/results/, a summary table at
+# the end. Needs Horovod and the `bench` extra (matplotlib); about 20 minutes on 2 cores.
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $@
+
+bench: $(HOROVOD_STAMP) $(BENCH_STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run_all.py
 
 # The two-node Slurm test cluster in network namespaces (tools/slurm/cluster.sh; root needed).
 slurm-up:

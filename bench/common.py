@@ -116,7 +116,7 @@ def _port_free(port: int) -> bool:
 
 
 def quiet_env(**extra: str) -> dict:
-    """The environment of a measured process: the venv first on PATH, TensorFlow's C++ logs quiet."""
+    """The environment of a measured process: the venv first on PATH, TF's C++ logs quiet."""
     env = dict(os.environ)
     env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

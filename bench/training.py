@@ -32,18 +32,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (
-    BENCH,
-    BIN,
-    free_port_block,
-    machine,
-    quiet_env,
-    ratio,
-    run,
-    start,  # noqa: E402
-    summary,
-    wait_all,
-    write_result)
+from common import BENCH, BIN, free_port_block, machine, quiet_env, ratio  # noqa: E402
+from common import run, start, summary, wait_all, write_result  # noqa: E402
 
 PYTHON = sys.executable
 TFDIST = os.path.join(BIN, "tfdist")

@@ -1,0 +1,316 @@
+"""Plots (bench/results/<name>.png) and the summary table of the benchmark results.
+
+  .venv/bin/python bench/report.py          # from the JSON files already in bench/results/
+
+The table is printed and written to bench/results/summary.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import RESULTS, table  # noqa: E402
+
+NAMES = ("overhead", "allreduce", "weak_scaling", "startup", "input_pipeline")
+
+
+def load(name: str):
+    path = os.path.join(RESULTS, f"{name}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _med(s):
+    return None if not s else s.get("median")
+
+
+def _err(s):
+    """Error bars (below, above) from a summary's min and max around its median."""
+    if not s or s.get("median") is None:
+        return [0], [0]
+    return [s["median"] - s["min"]], [s["max"] - s["median"]]
+
+
+def _bars(ax, groups, series, values, errors=None, ylabel=""):
+    import numpy as np
+
+    x = np.arange(len(groups))
+    width = 0.8 / max(1, len(series))
+    for i, name in enumerate(series):
+        vals = [values[g].get(name) or 0 for g in groups]
+        kwargs = {}
+        if errors is not None:
+            lo = [errors[g].get(name, ([0], [0]))[0][0] for g in groups]
+            hi = [errors[g].get(name, ([0], [0]))[1][0] for g in groups]
+            kwargs = dict(yerr=[lo, hi], capsize=3)
+        ax.bar(x + (i - (len(series) - 1) / 2) * width, vals, width, label=name, **kwargs)
+    ax.set_xticks(x)
+    ax.set_xticklabels(groups, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=8)
+
+
+def plot_overhead(data, plt) -> None:
+    groups = list(data["results"])
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, key, ylabel in ((axes[0], "samples_per_sec", "samples/s (global, steady state)"),
+                            (axes[1], "peak_rss_mb", "peak memory per process (MB)")):
+        values = {g: {} for g in groups}
+        errors = {g: {} for g in groups}
+        for g in groups:
+            for side in ("tfdist", "hand"):
+                s = (data["results"][g].get(side) or {}).get(key)
+                values[g][side] = _med(s)
+                errors[g][side] = _err(s)
+        _bars(ax, groups, ["tfdist", "hand"], values, errors, ylabel)
+    fig.suptitle("1. tfdist vs hand-written, 2 processes (median, min-max of rounds)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "overhead.png"), dpi=80)
+
+
+def plot_allreduce(data, plt) -> None:
+    cases = [c for c in ("1MB", "25MB", "100MB", "resnet50") if c in data["bandwidth"]]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
+    for ax, engine in zip(axes, ("multi_worker", "horovod")):
+        settings = []
+        for c in cases:
+            for k in data["bandwidth"][c].get(engine, {}):
+                if k not in settings:
+                    settings.append(k)
+        values = {c: {} for c in cases}
+        errors = {c: {} for c in cases}
+        for c in cases:
+            for k, bw in data["bandwidth"][c].get(engine, {}).items():
+                values[c][k] = _med(bw["gb_per_s"])
+                errors[c][k] = _err(bw["gb_per_s"])
+        _bars(ax, cases, settings, values, errors, "bus bandwidth (GB/s)")
+        if data.get("tcp_limit_gb_per_s"):
+            ax.axhline(data["tcp_limit_gb_per_s"], color="k", linestyle="--", linewidth=1)
+            ax.text(0, data["tcp_limit_gb_per_s"], " loopback TCP", va="bottom", fontsize=8)
+        ax.set_title(engine)
+    fig.suptitle("2. All-reduce between 2 processes vs loopback TCP")
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "allreduce.png"), dpi=80)
+
+
+def plot_weak_scaling(data, plt) -> None:
+    groups = list(data["results"])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    values = {g: {"efficiency": _med(data["results"][g]["efficiency"])} for g in groups}
+    errors = {g: {"efficiency": _err(data["results"][g]["efficiency"])} for g in groups}
+    _bars(ax, groups, ["efficiency"], values, errors, "throughput(2) / (2 x throughput(1))")
+    ax.axhline(0.9, color="k", linestyle="--", linewidth=1)
+    ax.text(-0.4, 0.9, "goal 0.90", va="bottom", fontsize=8)
+    ax.set_title("3. Weak scaling, resnet_small, one core per worker")
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "weak_scaling.png"), dpi=80)
+
+
+def plot_startup(data, plt) -> None:
+    res = data["results"]
+    groups = [g for g in res if "/" in g and g.split("/")[0] in ("multi_worker", "horovod")]
+    values, errors = {}, {}
+    for g in groups:
+        values[g], errors[g] = {}, {}
+        for side in ("tfdist", "hand"):
+            s = res[g].get(f"{side}_first_step_end_s")
+            values[g][side] = _med(s)
+            errors[g][side] = _err(s)
+    plain = res.get("plain_single_process/cnn", {}).get("first_step_end_s")
+    fig, ax = plt.subplots(figsize=(9, 4))
+    _bars(ax, groups, ["tfdist", "hand"], values, errors, "seconds: launch -> first step done")
+    if _med(plain):
+        ax.axhline(_med(plain), color="k", linestyle="--", linewidth=1)
+        ax.text(-0.4, _med(plain), " single plain process", va="bottom", fontsize=8)
+    env = res.get("tfdist_env", {}).get("tfdist_env_multi_worker", {})
+    if _med(env):
+        ax.set_title(f"4. Start-up, 2 processes (tfdist env: {_med(env):.2f} s)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "startup.png"), dpi=80)
+
+
+def plot_input_pipeline(data, plt) -> None:
+    fig, ax = plt.subplots(figsize=(6, 4))
+    names = ["tfdist", "naive", "limit"]
+    vals = [data["samples_per_s"][n] for n in names]
+    ax.bar(names, vals, color=["C0", "C1", "C2"])
+    rounds = data.get("rounds", {})
+    cores = data.get("cores", 1)
+    for i, n in enumerate(names):
+        pts = rounds.get("single_core" if n == "limit" else n, [])
+        if n == "limit":
+            pts = [p * cores for p in pts]
+        ax.scatter([i] * len(pts), pts, color="k", s=10, zorder=3)
+    ax.set_ylabel("samples/s (bars: best round, dots: every round)")
+    ax.set_title("5. Input pipeline: decode + augment")
+    fig.tight_layout()
+    fig.savefig(os.path.join(RESULTS, "input_pipeline.png"), dpi=80)
+
+
+def plots() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for name in NAMES:
+        data = load(name)
+        if data is None:
+            continue
+        try:
+            globals()[f"plot_{name}"](data, plt)
+        except Exception as e:  # a broken plot must not hide the other results
+            print(f"plot {name}: {type(e).__name__}: {e}", file=sys.stderr)
+        plt.close("all")
+
+
+def _fmt(x, digits=2):
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _yes(met):
+    return {True: "yes", False: "NO", None: "?"}[met]
+
+
+def _spread(s):
+    return f" (±{s['spread'] / 2:.0%})" if s and s.get("spread") is not None else ""
+
+
+def rows() -> list:
+    out = []
+    data = load("overhead")
+    if data:
+        for g, r in data["results"].items():
+            t, h = r.get("tfdist") or {}, r.get("hand") or {}
+            tr, mr = r["throughput_ratio"], r["memory_ratio"]
+            out.append([
+                "1 overhead", f"{g} samples/s",
+                _fmt(_med(t.get("samples_per_sec")), 0),
+                _fmt(_med(h.get("samples_per_sec")), 0),
+                _fmt(_med(tr), 3) + _spread(tr), ">= 0.98",
+                _yes(None if _med(tr) is None else _med(tr) >= 0.98)
+            ])
+            out.append([
+                "1 overhead", f"{g} peak MB/process",
+                _fmt(_med(t.get("peak_rss_mb")), 0),
+                _fmt(_med(h.get("peak_rss_mb")), 0),
+                _fmt(_med(mr), 3) + _spread(mr), "<= 1.05",
+                _yes(None if _med(mr) is None else _med(mr) <= 1.05)
+            ])
+    data = load("allreduce")
+    if data:
+        limit = data.get("tcp_limit_gb_per_s")
+        out.append(["2 allreduce", "loopback TCP GB/s", "-", _fmt(limit), "-", "the limit", "-"])
+        for case, engines in data.get("defaults_vs_best", {}).items():
+            for engine, v in engines.items():
+                out.append([
+                    "2 allreduce", f"{case} {engine} default vs best GB/s",
+                    _fmt(v["default_gb_per_s"], 3), f"{_fmt(v['best_gb_per_s'], 3)} ({v['best']})",
+                    _fmt(v["default_over_best"], 3), ">= 0.95",
+                    _yes(v["met"])
+                ])
+        for case in ("100MB", "resnet50"):
+            fp16 = data["bandwidth"].get(case, {}).get("horovod",
+                                                       {}).get("default (fusion 64MB) + fp16")
+            if fp16:
+                out.append([
+                    "2 allreduce", f"{case} horovod default + fp16 GB/s",
+                    _fmt(_med(fp16["gb_per_s"]), 3), "-", "-", "(lossy, info)", "-"
+                ])
+        b = data.get("best_on_100MB")
+        if b:
+            out.append([
+                "2 allreduce", f"100MB best ({b['setting']}) / TCP",
+                _fmt(b["gb_per_s"], 3),
+                _fmt(limit),
+                _fmt(b["ratio_to_tcp_limit"], 3), ">= 0.40",
+                _yes(b["met"])
+            ])
+    data = load("weak_scaling")
+    if data:
+        for g, r in data["results"].items():
+            e = r["efficiency"]
+            out.append([
+                "3 weak scaling", f"resnet_small {g} efficiency",
+                _fmt(_med(r["two_workers"]), 0),
+                _fmt(_med(r["one_worker"]), 0) + " (x1)",
+                _fmt(_med(e), 3) + _spread(e), ">= 0.90",
+                _yes(r["met"])
+            ])
+    data = load("startup")
+    if data:
+        res = data["results"]
+        for g, r in res.items():
+            if not isinstance(r, dict) or "added_s_to_first_step_end" not in r:
+                continue
+            added = r["added_s_to_first_step_end"]
+            out.append([
+                "4 start-up", f"{g} s to first step done",
+                _fmt(_med(r["tfdist_first_step_end_s"]), 1),
+                _fmt(_med(r["hand_first_step_end_s"]), 1), "+" + _fmt(_med(added), 2) + " s",
+                "< +1 s",
+                _yes(r["met"])
+            ])
+        plain = res.get("plain_single_process/cnn", {})
+        out.append([
+            "4 start-up", "single plain process (cnn) s", "-",
+            _fmt(_med(plain.get("first_step_end_s")), 1), "-", "reference", "-"
+        ])
+        env = res.get("tfdist_env", {})
+        out.append([
+            "4 start-up", "tfdist env --format=shell s",
+            _fmt(_med(env.get("tfdist_env_multi_worker")), 3),
+            _fmt(_med(env.get("python_no_op")), 3) + " (python -c pass)", "-", "-", "-"
+        ])
+    data = load("input_pipeline")
+    if data:
+        s = data["samples_per_s"]
+        out.append([
+            "5 input pipeline", "tfdist vs limit samples/s",
+            _fmt(s["tfdist"], 0),
+            _fmt(s["limit"], 0),
+            _fmt(data["tfdist_over_limit"], 3), "-", "-"
+        ])
+        out.append([
+            "5 input pipeline", "tfdist vs naive samples/s",
+            _fmt(s["tfdist"], 0),
+            _fmt(s["naive"], 0),
+            _fmt(data["tfdist_over_naive"], 3), "-", "-"
+        ])
+    return out
+
+
+HEADER = ("benchmark", "measure", "tfdist", "reference", "ratio", "goal", "met")
+
+
+def summary_text() -> str:
+    text = table(rows(), HEADER)
+    data = next((d for d in (load(n) for n in NAMES) if d and "machine" in d), None)
+    if data:
+        m = data["machine"]
+        text += (f"\n\nmachine: {m['cores']} cores ({m.get('cpu')}), {m.get('memory_gb')} GB, "
+                 f"Python {m.get('python')}, TensorFlow {m.get('tensorflow')}, tf-keras "
+                 f"{m.get('tf_keras')}, Horovod {m.get('horovod')}; load average at start "
+                 f"{m.get('load_average')}")
+    return text
+
+
+def main() -> None:
+    plots()
+    text = summary_text()
+    with open(os.path.join(RESULTS, "summary.md"), "w") as f:
+        f.write("```\n" + text + "\n```\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

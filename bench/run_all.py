@@ -1,0 +1,72 @@
+"""`make bench`: every benchmark, then the plots and the summary table.
+
+  .venv/bin/python bench/run_all.py [--skip=NAME,...]
+
+Runs, in this order: allreduce.py (2), training.py (1, 3, 4), input_pipeline.py (5); each writes
+bench/results/<name>.json. input_pipeline.json (written by that script) gets the machine record
+added here. Then report.py draws bench/results/<name>.png and prints the summary table.
+Sized for a 2-core machine: about 20 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import BENCH, RESULTS, ROOT, machine, quiet_env  # noqa: E402
+
+STEPS = {
+    "allreduce": ["allreduce.py"],
+    "training": ["training.py"],
+    "input_pipeline": ["input_pipeline.py", "--repeats=5"],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--skip",
+                        default="",
+                        help="comma-separated: allreduce,training,"
+                        "input_pipeline")
+    args = parser.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+    started = time.time()
+    failed = []
+    for name, (script, *options) in STEPS.items():
+        if name in skip:
+            continue
+        print(f"== bench/{script} ({time.time() - started:.0f} s since start)", flush=True)
+        status = subprocess.call([sys.executable, os.path.join(BENCH, script)] + options,
+                                 cwd=ROOT,
+                                 env=quiet_env())
+        if status != 0:
+            failed.append(f"{script} (status {status})")
+        if name == "input_pipeline" and status == 0:
+            add_machine(os.path.join(RESULTS, "input_pipeline.json"))
+    print(f"== report ({time.time() - started:.0f} s since start)", flush=True)
+    subprocess.call([sys.executable, os.path.join(BENCH, "report.py")], cwd=ROOT)
+    print(
+        f"\nmake bench: {time.time() - started:.0f} s; results and plots in "
+        f"{os.path.relpath(RESULTS, ROOT)}/",
+        flush=True)
+    if failed:
+        print("make bench: failed: " + ", ".join(failed), file=sys.stderr)
+        sys.exit(1)
+
+
+def add_machine(path: str) -> None:
+    with open(path) as f:
+        data = json.load(f)
+    data["machine"] = machine()
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+if __name__ == "__main__":
+    main()
