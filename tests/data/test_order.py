@@ -101,3 +101,14 @@ def test_hdf5_order_follows_the_same_rules(even_hdf5):
 
     assert ids(seed=2) == ids(seed=2) != ids(seed=2, epoch=1)
     assert ids(shuffle=False, shard_by="record") == list(range(1, 120, 2))
+
+
+def test_a_global_seed_does_not_change_the_order(even_tfrecord):
+    import tensorflow as tf
+
+    before = _ids(even_tfrecord, seed=5, epoch=2)
+    tf.random.set_seed(1234)  # what Keras users often do at the top of a script
+    try:
+        assert _ids(even_tfrecord, seed=5, epoch=2) == before
+    finally:
+        tf.random.set_seed(None)
