@@ -1,6 +1,5 @@
 """The check that tf.keras really is tf-keras (Keras 2) in this process."""
 
-import os
 import sys
 
 
@@ -18,8 +17,8 @@ def require_legacy_keras():
         raise KerasVersionError(
             f"tf.keras is Keras {version} in this process, but tfdist needs tf-keras 2.x "
             "(under Keras 3, MultiWorkerMirrored and ParameterServer model.fit and Horovod's Keras "
-            "API fail). TensorFlow was imported and tf.keras used before tfdist, while "
-            f"TF_USE_LEGACY_KERAS was {os.environ.get('TF_USE_LEGACY_KERAS', 'unset')!r} at "
-            "that time. Fix: put `import tfdist` before `import tensorflow` and `import keras` in "
+            "API fail). TensorFlow was imported and tf.keras used before `import tfdist` (and "
+            "without TF_USE_LEGACY_KERAS=1 in the environment). Fix: put `import tfdist` before "
+            "`import tensorflow` and `import keras` in "
             "your script, or `export TF_USE_LEGACY_KERAS=1` before starting Python.")
     return tf.keras
