@@ -46,3 +46,30 @@ def test_union_is_the_data_set_each_sample_once(request, kind, num, mode, drop_r
         assert all(len(b) == BATCH for batches in per_pipeline for b in batches)
     else:
         assert sorted(seen) == list(range(total))
+
+
+@pytest.mark.parametrize("drop_remainder", [True, False])
+def test_numpy_arrays_and_the_batch_count(drop_remainder):
+    import numpy as np
+
+    from tfdist.data import ArraySource, build_dataset, make_input_context
+
+    ids = np.arange(50)
+    seen = []
+    for pid in range(3):
+        ds = build_dataset(ArraySource({
+            "id": ids,
+            "x": ids * 2.0
+        }),
+                           make_input_context(3, pid, 3),
+                           4,
+                           seed=1,
+                           drop_remainder=drop_remainder,
+                           map_fn=lambda s, _: (s["id"], s["x"]))
+        batches = list(ds.as_numpy_iterator())
+        assert all(np.array_equal(x, i * 2.0) for i, x in batches)
+        mine = len(range(pid, 50, 3))  # 17, 17, 16
+        assert int(ds.cardinality()) == len(batches) == (4 if drop_remainder else -(-mine // 4))
+        seen += [int(i) for b, _ in batches for i in b]
+    assert len(seen) == len(set(seen))
+    assert len(seen) == (48 if drop_remainder else 50)

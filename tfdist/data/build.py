@@ -127,6 +127,10 @@ def build_dataset(source: RecordSource,
 
     ds = ds.map(decode, num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    if not repeat and getattr(source, "exact_counts", True):
+        # The plan knows the batch count: ds.cardinality() then says the steps of one epoch.
+        batches = plan.records // batch_size if drop_remainder else -(-plan.records // batch_size)
+        ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
     if prefetch:
         ds = ds.prefetch(AUTOTUNE)
     return ds.with_options(dataset_options(deterministic))

@@ -67,6 +67,7 @@ class TFRecordSource:
         self.files, self.counts = list(files), list(counts)
         self.parse = parse or (lambda record: record)
         self.skip_corrupt = skip_corrupt
+        self.exact_counts = not skip_corrupt  # skipping makes an epoch shorter than planned
         self.shuffle_buffer = shuffle_buffer
 
     @classmethod
