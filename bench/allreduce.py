@@ -36,17 +36,27 @@ MB = 2**20
 SIZES_MB = (1, 25, 100)
 PACK_SWEEP = (0, 4 * MB, 16 * MB, 64 * MB)  # 0: tfdist's default (TensorFlow's auto)
 FUSION_SWEEP = (None, 0, 16 * MB, 128 * MB)  # None: tfdist's default (Horovod's 64 MB)
+DEFAULTS = {"multi_worker": 0, "horovod": None}
 TCP_BYTES = 256 * MB
 
 # ----------------------------------------------------------------------------------------------
 # Worker
 
 
-def resnet50_shapes() -> list:
+def resnet50_shapes(cache: str = "") -> list:
+    """The shapes of ResNet-50's trainable variables (built once, then read from `cache`)."""
+    if cache and os.path.exists(cache):
+        with open(cache) as f:
+            return [tuple(s) for s in json.load(f)]
     import tensorflow as tf
 
     model = tf.keras.applications.ResNet50(weights=None)
-    return [tuple(v.shape) for v in model.trainable_variables]
+    shapes = [tuple(v.shape) for v in model.trainable_variables]
+    if cache:
+        with open(cache + f".{os.getpid()}", "w") as f:
+            json.dump(shapes, f)
+        os.replace(cache + f".{os.getpid()}", cache)
+    return shapes
 
 
 def worker(args) -> None:
@@ -57,8 +67,11 @@ def worker(args) -> None:
     if args.engine == "multi_worker":
         options["bytes_per_pack"] = args.bytes_per_pack
     rt = tfdist.init(strategy=args.engine, **options)
-    shapes = resnet50_shapes()
-    cases = {f"{mb}MB": [tf.ones([mb * MB // 4], tf.float32)] for mb in SIZES_MB}
+    shapes = resnet50_shapes(args.shapes_cache)
+    # Packing and fusion only group several tensors: a sweep setting other than the default is
+    # measured on the gradient list alone.
+    sizes = () if args.list_only else SIZES_MB
+    cases = {f"{mb}MB": [tf.ones([mb * MB // 4], tf.float32)] for mb in sizes}
     cases["resnet50"] = [tf.ones(s, tf.float32) for s in shapes]
     compressions = ["none"]
 
@@ -188,13 +201,15 @@ def run_engine(engine: str, setting, args, work: str) -> dict:
     out = os.path.join(work, f"{engine}-{setting}.json")
     log = os.path.join(work, f"{engine}-{setting}.log")
     env = quiet_env()
-    extra = []
+    extra = [f"--shapes_cache={os.path.join(work, 'resnet50_shapes.json')}"]
+    if setting != DEFAULTS[engine]:
+        extra.append("--list_only")
     if engine == "multi_worker":
-        extra = [f"--bytes_per_pack={setting}"]
+        extra.append(f"--bytes_per_pack={setting}")
     elif setting is not None:
         env["HOROVOD_FUSION_THRESHOLD"] = str(setting)
     else:
-        extra = ["--fp16"]  # compression at tfdist's default threshold only
+        extra.append("--fp16")  # compression at tfdist's default threshold only
     command = [
         os.path.join(BIN,
                      "tfdist"), "launch", "--nproc=2", f"--strategy={engine}", "--", sys.executable,
@@ -231,9 +246,13 @@ def main() -> None:
     parser.add_argument("--engine", default="multi_worker")
     parser.add_argument("--bytes_per_pack", type=int, default=0)
     parser.add_argument("--fp16", action="store_true", help="worker: also with fp16 compression")
+    parser.add_argument("--list_only", action="store_true", help="worker: ResNet-50 list only")
+    parser.add_argument("--shapes_cache", default="", help="worker: ResNet-50 shapes file")
     parser.add_argument("--out", default="")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--packs", default="", help="bytes_per_pack sweep in MB, e.g. 0,16,64")
+    parser.add_argument("--sweep", default="", help="comma-separated engines (default both)")
     args = parser.parse_args()
     if args.worker:
         worker(args)
@@ -242,14 +261,19 @@ def main() -> None:
     started = time.time()
     info = machine()
     work = tempfile.mkdtemp(prefix="tfdist-bench-allreduce-")
-    print("tcp limit", flush=True)
-    tcp_before = tcp_limit(max(args.repeats, 3))
-    sweeps = {"multi_worker": PACK_SWEEP, "horovod": FUSION_SWEEP}
+    # The limit is measured between the engine runs (a few pushes before each), so it meets the
+    # same load from other processes as the all-reduces do.
+    tcp = [tcp_limit(2)]
+    packs = [int(x) * MB for x in args.packs.split(",")] if args.packs else PACK_SWEEP
+    sweeps = {"multi_worker": packs, "horovod": FUSION_SWEEP}
     raw, table = {}, {}
     for engine, settings in sweeps.items():
+        if args.sweep and engine not in args.sweep.split(","):
+            continue
         for setting in settings:
             print(f"{engine} {label(engine, setting)} ({time.time() - started:.0f} s)", flush=True)
             data = run_engine(engine, setting, args, work)
+            tcp.append(tcp_limit(2))
             raw[f"{engine}/{label(engine, setting)}"] = data
             if not data.get("ok"):
                 continue
@@ -257,9 +281,7 @@ def main() -> None:
                 name, compression = case.split("/")
                 key = label(engine, setting) + (" + fp16" if compression == "fp16" else "")
                 table.setdefault(name, {}).setdefault(engine, {})[key] = bandwidth(entry)
-    tcp_after = tcp_limit(max(args.repeats, 3))
-    limit_samples = ([TCP_BYTES / t / 1e9 for t in tcp_before["seconds"]] +
-                     [TCP_BYTES / t / 1e9 for t in tcp_after["seconds"]])
+    limit_samples = [TCP_BYTES / t / 1e9 for entry in tcp for t in entry["seconds"]]
     limit = summary(limit_samples, 3)["median"]
 
     verdicts = {}
@@ -269,8 +291,8 @@ def main() -> None:
                 bw["ratio_to_tcp_limit"] = ratio(bw["gb_per_s"]["median"], limit)
             lossless = {k: v for k, v in settings.items() if "fp16" not in k}
             default = next((k for k in lossless if k.startswith("default")), None)
-            if default is None or not lossless:
-                continue
+            if default is None or len(lossless) < 2:
+                continue  # a single tensor: measured at the default only
             best = max(lossless, key=lambda k: lossless[k]["gb_per_s"]["median"] or 0)
             default_over_best = ratio(lossless[default]["gb_per_s"]["median"],
                                       lossless[best]["gb_per_s"]["median"])
@@ -322,8 +344,12 @@ def main() -> None:
         },
         "tcp_limit_gb_per_s": limit,
         "tcp": {
-            "before": tcp_before,
-            "after": tcp_after
+            "gb_per_s":
+            summary(limit_samples, 3),
+            "samples_gb_per_s": [round(x, 3) for x in limit_samples],
+            "note":
+            "one stream, 256 MB a push; 2 pushes before the first engine run and after "
+            "each; the limit is their median",
         },
         "bandwidth": table,
         "defaults_vs_best": verdicts,

@@ -50,7 +50,7 @@ def _bars(ax, groups, series, values, errors=None, ylabel=""):
             kwargs = dict(yerr=[lo, hi], capsize=3)
         ax.bar(x + (i - (len(series) - 1) / 2) * width, vals, width, label=name, **kwargs)
     ax.set_xticks(x)
-    ax.set_xticklabels(groups, fontsize=8)
+    ax.set_xticklabels([g.replace("/", "\n") for g in groups], fontsize=8)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize=8)
 
@@ -256,8 +256,8 @@ def rows() -> list:
             out.append([
                 "4 start-up", f"{g} s to first step done",
                 _fmt(_med(r["tfdist_first_step_end_s"]), 1),
-                _fmt(_med(r["hand_first_step_end_s"]), 1), "+" + _fmt(_med(added), 2) + " s",
-                "< +1 s",
+                _fmt(_med(r["hand_first_step_end_s"]), 1),
+                "-" if _med(added) is None else f"{_med(added):+.2f} s", "< +1 s",
                 _yes(r["met"])
             ])
         plain = res.get("plain_single_process/cnn", {})

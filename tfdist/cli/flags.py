@@ -17,6 +17,9 @@ from tfdist.cluster import STRATEGIES
 from tfdist.runtime import LR_SCALING
 
 FLAGS = flags.FLAGS
+# multi_worker's default gradient pack (tfdist/distribute/tf_strategies.py DEFAULT_BYTES_PER_PACK;
+# measured by bench/allreduce.py). Kept here too: this module imports no TensorFlow.
+BYTES_PER_PACK = 32 * 2**20
 
 
 def define_cluster_flags() -> None:
@@ -56,8 +59,8 @@ def define_flags() -> None:
     flags.DEFINE_enum("implementation", "auto", ["auto", "ring", "nccl"],
                       "multi_worker: collective implementation.")
     flags.DEFINE_integer("bytes_per_pack",
-                         0, "multi_worker: pack gradients into chunks of this "
-                         "many bytes per all-reduce (0: TensorFlow's default).",
+                         BYTES_PER_PACK, "multi_worker: pack gradients into chunks of this "
+                         "many bytes per all-reduce (0: TensorFlow's one pack, slower on CPU).",
                          lower_bound=0)
     flags.DEFINE_float("collective_timeout",
                        600.0, "multi_worker: seconds before a collective "
@@ -86,7 +89,7 @@ def define_flags() -> None:
                 "backward_passes_per_step": 1,
                 "cpu_devices": 0,
                 "implementation": "auto",
-                "bytes_per_pack": 0
+                "bytes_per_pack": BYTES_PER_PACK
             }
             return all(values[n] == default[n] for n in names)
 
