@@ -3,16 +3,20 @@
   .venv/bin/python bench/allreduce.py [--repeats=5]
 
 Measured in one run:
-- the limit: plain TCP throughput over 127.0.0.1 between two processes (one stream, 256 MB);
+- the limit: plain TCP throughput over 127.0.0.1 between two processes (one stream, 256 MB a
+  push, a few pushes between the engine runs);
 - MultiWorkerMirrored collectives (tfdist's multi_worker engine, RING on CPU) with a sweep of
-  bytes_per_pack (0 = tfdist's default), each setting its own pair of processes;
+  bytes_per_pack (tfdist's default, TensorFlow's 0, 8, 16, 64 MB), each setting its own pair of
+  processes;
 - Horovod gloo (tfdist's horovod engine) with a sweep of HOROVOD_FUSION_THRESHOLD (unset = tfdist's
   default, i.e. Horovod's 64 MB), and fp16 compression at the default threshold (lossy: reported
   beside the sweep, not in it);
 on single float32 tensors of 1, 25 and 100 MB and on the gradient list of ResNet-50 (the shapes of
 `tf.keras.applications.ResNet50(weights=None)`'s trainable variables, nothing trained). One
 all-reduce is timed on rank 0 after a barrier; bus bandwidth = bytes x 2(n-1)/n / time, which
-for n = 2 is bytes / time. Writes bench/results/allreduce.json.
+for n = 2 is bytes / time. Sweep settings other than the defaults only change how several
+tensors are grouped, so they are measured on the ResNet-50 list only. Writes
+bench/results/allreduce.json.
 
 Worker mode (started by the driver through `tfdist launch -n 2`):
   python bench/allreduce.py --worker --engine=multi_worker|horovod [--bytes_per_pack=N] --out=F
@@ -34,9 +38,11 @@ from common import (BIN, machine, quiet_env, ratio, run, summary, write_result) 
 
 MB = 2**20
 SIZES_MB = (1, 25, 100)
-PACK_SWEEP = (0, 4 * MB, 16 * MB, 64 * MB)  # 0: tfdist's default (TensorFlow's auto)
+# None: tfdist's default (nothing passed; 32 MB since bench/allreduce.py measured it); 0 is
+# TensorFlow's own default (all gradients in one pack).
+PACK_SWEEP = (None, 0, 8 * MB, 16 * MB, 64 * MB)
 FUSION_SWEEP = (None, 0, 16 * MB, 128 * MB)  # None: tfdist's default (Horovod's 64 MB)
-DEFAULTS = {"multi_worker": 0, "horovod": None}
+DEFAULTS = {"multi_worker": None, "horovod": None}
 TCP_BYTES = 256 * MB
 
 # ----------------------------------------------------------------------------------------------
@@ -64,9 +70,16 @@ def worker(args) -> None:
     import tensorflow as tf
 
     options = {}
-    if args.engine == "multi_worker":
+    if args.engine == "multi_worker" and args.bytes_per_pack >= 0:
         options["bytes_per_pack"] = args.bytes_per_pack
     rt = tfdist.init(strategy=args.engine, **options)
+    effective = {}
+    if args.engine == "multi_worker":
+        from tfdist.distribute.tf_strategies import DEFAULT_BYTES_PER_PACK
+
+        effective["bytes_per_pack"] = options.get("bytes_per_pack", DEFAULT_BYTES_PER_PACK)
+    else:
+        effective["HOROVOD_FUSION_THRESHOLD"] = os.environ.get("HOROVOD_FUSION_THRESHOLD")
     shapes = resnet50_shapes(args.shapes_cache)
     # Packing and fusion only group several tensors: a sweep setting other than the default is
     # measured on the gradient list alone.
@@ -138,7 +151,12 @@ def worker(args) -> None:
     rt.barrier()
     if rt.rank == 0:
         with open(args.out, "w") as f:
-            json.dump({"results": results, "resnet50_variables": len(shapes)}, f)
+            json.dump(
+                {
+                    "results": results,
+                    "resnet50_variables": len(shapes),
+                    "effective": effective
+                }, f)
     rt.shutdown()
 
 
@@ -204,7 +222,7 @@ def run_engine(engine: str, setting, args, work: str) -> dict:
     extra = [f"--shapes_cache={os.path.join(work, 'resnet50_shapes.json')}"]
     if setting != DEFAULTS[engine]:
         extra.append("--list_only")
-    if engine == "multi_worker":
+    if engine == "multi_worker" and setting is not None:
         extra.append(f"--bytes_per_pack={setting}")
     elif setting is not None:
         env["HOROVOD_FUSION_THRESHOLD"] = str(setting)
@@ -234,7 +252,9 @@ def bandwidth(entry: dict) -> dict:
 
 def label(engine: str, setting) -> str:
     if engine == "multi_worker":
-        return "default (bytes_per_pack=0)" if setting == 0 else f"bytes_per_pack={setting // MB}MB"
+        if setting is None:
+            return "default (tfdist)"
+        return "bytes_per_pack=0 (TF's)" if setting == 0 else f"bytes_per_pack={setting // MB}MB"
     if setting is None:
         return "default (fusion 64MB)"
     return f"fusion={setting // MB}MB" if setting else "fusion off"
@@ -244,14 +264,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--engine", default="multi_worker")
-    parser.add_argument("--bytes_per_pack", type=int, default=0)
+    parser.add_argument("--bytes_per_pack", type=int, default=-1, help="-1: tfdist's default")
     parser.add_argument("--fp16", action="store_true", help="worker: also with fp16 compression")
     parser.add_argument("--list_only", action="store_true", help="worker: ResNet-50 list only")
     parser.add_argument("--shapes_cache", default="", help="worker: ResNet-50 shapes file")
     parser.add_argument("--out", default="")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=300.0)
-    parser.add_argument("--packs", default="", help="bytes_per_pack sweep in MB, e.g. 0,16,64")
+    parser.add_argument("--packs", default="", help="bytes_per_pack sweep in MB, e.g. default,0,16")
     parser.add_argument("--sweep", default="", help="comma-separated engines (default both)")
     args = parser.parse_args()
     if args.worker:
@@ -264,7 +284,9 @@ def main() -> None:
     # The limit is measured between the engine runs (a few pushes before each), so it meets the
     # same load from other processes as the all-reduces do.
     tcp = [tcp_limit(2)]
-    packs = [int(x) * MB for x in args.packs.split(",")] if args.packs else PACK_SWEEP
+    packs = PACK_SWEEP
+    if args.packs:
+        packs = [None if x == "default" else int(x) * MB for x in args.packs.split(",")]
     sweeps = {"multi_worker": packs, "horovod": FUSION_SWEEP}
     raw, table = {}, {}
     for engine, settings in sweeps.items():
