@@ -35,15 +35,10 @@ tfdist_find_python() {
     fi
 }
 
-# srun over every task of the job. Each task first says where it runs (its pid is the program's:
-# exec keeps it) and starts with SIGUSR1 ignored: the time-limit warning (--signal=USR1@N) must
-# not kill a task that has no handler (yet): one still importing TensorFlow, a parameter server,
-# your own script. tfdist train installs its handler when training starts.
+# srun over every task of the job, each through jobs/task.sh (where it runs, signals, status 75).
 tfdist_srun() {
-    # shellcheck disable=SC2016,SC2086  # $SLURM_* expand in the task; SRUN_ARGS is a word list
-    srun --kill-on-bad-exit=1 --label ${SRUN_ARGS:-} bash -c \
-        'trap "" USR1; echo "tfdist job: task $SLURM_PROCID of $SLURM_NTASKS on $SLURMD_NODENAME (pid $$)"; exec "$@"' \
-        tfdist-task "$@"
+    # shellcheck disable=SC2086  # SRUN_ARGS is a list of options
+    srun --kill-on-bad-exit=1 --label ${SRUN_ARGS:-} "$TFDIST_JOBS_DIR/task.sh" "$@"
 }
 
 tfdist_job() {
@@ -125,7 +120,7 @@ tfdist_job() {
         *) tfdist_die "DOCTOR=$DOCTOR: expected quick, full or 0." ;;
     esac
 
-    tfdist_log "srun --kill-on-bad-exit=1 --label ${SRUN_ARGS:-}${SRUN_ARGS:+ }${command[*]}"
+    tfdist_log "srun --kill-on-bad-exit=1 --label ${SRUN_ARGS:-}${SRUN_ARGS:+ }$TFDIST_JOBS_DIR/task.sh ${command[*]}"
     local status=0
     tfdist_srun "${command[@]}" || status=$?
     case $status in
