@@ -192,8 +192,11 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir):
     # While the requeued job is held (~11 s) give its second run room to finish: with the same
     # 2 minutes it would be signalled and requeued again, also correct but not one clear story.
     deadline = time.monotonic() + 240
-    while slurm.job_info(job_id).get("Restarts") != "1":
-        assert time.monotonic() < deadline, slurm.job_info(job_id)
+    while (info := slurm.job_info(job_id)).get("Restarts") != "1":
+        if info.get("JobState") in ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"):
+            pytest.fail(f"job {job_id} ended without requeue\n" +
+                        slurm.wait(job_id, jobdir, timeout=10).describe())
+        assert time.monotonic() < deadline, info
         time.sleep(0.5)
     slurm.cmd("scontrol", "update", f"JobId={job_id}", "TimeLimit=10")
     job = slurm.wait(job_id, jobdir, timeout=400)
