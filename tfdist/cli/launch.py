@@ -47,7 +47,7 @@ def launch(command: list[str], nproc: int, strategy: Optional[str], port: Option
            grace: float) -> int:
     """Run `command` nproc times; return the exit status launch should end with."""
     base = port or free_port_base(nproc)
-    procs = []
+    procs, pumps = [], []
     for rank in range(nproc):
         env = dict(os.environ,
                    PYTHONUNBUFFERED="1",
@@ -57,8 +57,10 @@ def launch(command: list[str], nproc: int, strategy: Optional[str], port: Option
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT,
                                 start_new_session=True)
-        threading.Thread(target=_pump, args=(rank, proc.stdout), daemon=True).start()
+        pump = threading.Thread(target=_pump, args=(rank, proc.stdout), daemon=True)
+        pump.start()
         procs.append(proc)
+        pumps.append(pump)
 
     stop = {"signal": None}
 
@@ -88,7 +90,10 @@ def launch(command: list[str], nproc: int, strategy: Optional[str], port: Option
             _say(f"rank {rank} {_describe(code)}.")
     if stop["signal"] is not None and status == 0:
         status = 128 + stop["signal"]
-    time.sleep(0.2)  # let the output threads drain
+    for p in procs:  # stragglers a process left behind in its group (they hold its output open)
+        _signal_group(p, signal.SIGTERM)
+    for pump in pumps:  # every line the processes wrote, before launch's own exit
+        pump.join(timeout=5)
     return status
 
 

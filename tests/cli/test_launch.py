@@ -1,0 +1,87 @@
+"""`tfdist launch` with plain shell commands: ranks, prefixes, failure and Ctrl-C handling."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TFDIST = str(Path(sys.executable).parent / "tfdist")
+
+
+def launch(*args, **kwargs):
+    return subprocess.run([TFDIST, "launch", *args],
+                          capture_output=True,
+                          text=True,
+                          timeout=120,
+                          **kwargs)
+
+
+def test_each_process_gets_its_rank_and_lines_are_prefixed():
+    r = launch(
+        "-n", "3", "--", sys.executable, "-c", "import os; print(os.environ['TFDIST_LAUNCH_RANK'], "
+        "os.environ['TFDIST_LAUNCH_WORLD_SIZE'], os.environ['TFDIST_LAUNCH_PORT'])")
+    assert r.returncode == 0, r.stderr
+    lines = sorted(r.stdout.splitlines())
+    ports = {line.split()[3] for line in lines}
+    assert [line.split()[:3] for line in lines] == [["[0]", "0", "3"], ["[1]", "1", "3"],
+                                                    ["[2]", "2", "3"]]
+    assert len(ports) == 1 and 20000 <= int(ports.pop()) < 32000
+
+
+def test_children_see_their_cluster_through_tfdist_env():
+    r = launch("-n",
+               "2",
+               "--port=25100",
+               "--",
+               TFDIST,
+               "env",
+               "--strategy=multi_worker",
+               "--nocheck_port",
+               env=dict(os.environ, PATH=os.path.dirname(TFDIST)))
+    assert r.returncode == 0, r.stderr
+    by_rank = {}
+    for line in r.stdout.splitlines():
+        by_rank.setdefault(line[:3], []).append(line[4:])
+    infos = {k: json.loads("\n".join(v)) for k, v in by_rank.items()}
+    assert infos["[1]"]["tf_config"] == {
+        "cluster": {
+            "worker": ["localhost:25100", "localhost:25101"]
+        },
+        "task": {
+            "type": "worker",
+            "index": 1
+        }
+    }
+
+
+def test_one_failure_stops_the_others_and_is_the_exit_status():
+    start = time.monotonic()
+    r = launch("-n", "3", "--grace=5", "--", "bash", "-c",
+               'if [ "$TFDIST_LAUNCH_RANK" = 2 ]; then exit 7; fi; sleep 60')
+    assert r.returncode == 7
+    assert "rank 2 exited with status 7; stopping the other 2 process(es)" in r.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_ctrl_c_ends_every_process():
+    proc = subprocess.Popen([
+        TFDIST, "launch", "-n", "2", "--", "bash", "-c",
+        'trap "echo got-int; exit 130" INT; echo up; sleep 60 & wait'
+    ],
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            text=True)
+    seen = [proc.stdout.readline(), proc.stdout.readline()]
+    assert sorted(seen) == ["[0] up\n", "[1] up\n"]
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert out.count("got-int") == 2
+
+
+def test_no_command_is_a_usage_error():
+    r = launch("-n", "2")
+    assert r.returncode == 2 and "no command given" in r.stderr
