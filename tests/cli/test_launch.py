@@ -66,11 +66,19 @@ def test_one_failure_stops_the_others_and_is_the_exit_status():
     assert time.monotonic() - start < 30
 
 
+CHILD = """
+import signal, sys, time
+def bye(signum, frame):
+    print("got-int", flush=True)
+    sys.exit(130)
+signal.signal(signal.SIGINT, bye)
+print("up", flush=True)
+time.sleep(60)
+"""
+
+
 def test_ctrl_c_ends_every_process():
-    proc = subprocess.Popen([
-        TFDIST, "launch", "-n", "2", "--", "bash", "-c",
-        'trap "echo got-int; exit 130" INT; echo up; sleep 60 & wait'
-    ],
+    proc = subprocess.Popen([TFDIST, "launch", "-n", "2", "--", sys.executable, "-c", CHILD],
                             stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE,
                             text=True)
@@ -79,7 +87,7 @@ def test_ctrl_c_ends_every_process():
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
-    assert out.count("got-int") == 2
+    assert sorted(out.split()) == ["[0]", "[1]", "got-int", "got-int"]
 
 
 def test_no_command_is_a_usage_error():

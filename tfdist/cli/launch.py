@@ -48,6 +48,17 @@ def launch(command: list[str], nproc: int, strategy: Optional[str], port: Option
     """Run `command` nproc times; return the exit status launch should end with."""
     base = port or free_port_base(nproc)
     procs, pumps = [], []
+    # Installed first: a signal that arrives while the processes start is passed on too.
+    stop = {"signal": None}
+
+    def forward(signum, frame):
+        stop["signal"] = signum
+        for p in procs:
+            _signal_group(p, signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
+        signal.signal(sig, forward)
+
     for rank in range(nproc):
         env = dict(os.environ,
                    PYTHONUNBUFFERED="1",
@@ -62,25 +73,23 @@ def launch(command: list[str], nproc: int, strategy: Optional[str], port: Option
         procs.append(proc)
         pumps.append(pump)
 
-    stop = {"signal": None}
-
-    def forward(signum, frame):
-        stop["signal"] = signum
-        for p in procs:
-            _signal_group(p, signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
-        signal.signal(sig, forward)
-
-    status = 0
+    status, deadline = 0, None
     while [p.poll() for p in procs].count(None):
-        failed = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode not in (None, 0)]
-        if failed and status == 0:
-            rank, code = failed[0]
-            status = _exit_status(code)
-            alive = [p for p in procs if p.poll() is None]
-            _say(f"rank {rank} {_describe(code)}; stopping the other {len(alive)} process(es).")
-            _stop_all(alive, grace)
+        if stop["signal"] is not None:
+            # Interrupted: every process got the signal; give them `grace` s, then kill.
+            deadline = deadline or time.monotonic() + grace
+            if time.monotonic() > deadline:
+                _stop_all([p for p in procs if p.poll() is None], 0)
+        elif status == 0:
+            failed = [(r, p.returncode) for r, p in enumerate(procs)
+                      if p.returncode not in (None, 0)]
+            if failed:
+                rank, code = failed[0]
+                status = _exit_status(code)
+                alive = [p for p in procs if p.poll() is None]
+                _say(f"rank {rank} {_describe(code)}; stopping the other {len(alive)} "
+                     "process(es).")
+                _stop_all(alive, grace)
         time.sleep(0.1)
     if status == 0:
         failed = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
