@@ -180,14 +180,15 @@ def _runtime(job) -> float:
 
 
 def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir):
-    # slurmctld sends --signal=USR1@70 at its first time-limit check (every ~30 s) after
-    # limit - 70 - 30 s, here 20-50 s into the run: training (from ~10 s) is still going on.
-    epochs = 50
+    # The script's own --signal=USR1@60 with a 2-minute limit: slurmctld sends the signal at its
+    # first time-limit check (every ~30 s) after limit - 60 - 30 s, i.e. 30-60 s into the run,
+    # when training (from ~12 s on, ~1.4 s an epoch) is still going on.
+    epochs = 60
     job_id = submit(slurm,
                     jobdir,
                     "multi_worker.sbatch",
                     "runs/limit",
-                    sbatch=["--time=2", "--signal=USR1@70"],
+                    sbatch=["--time=2"],
                     env={"EPOCHS": epochs})
     # While the requeued job is held (~11 s) give its second run room to finish: with the same
     # 2 minutes it would be signalled and requeued again, also correct but not one clear story.
