@@ -95,7 +95,8 @@ def test_mirrored_one_task_two_devices(slurm, jobdir):
 
 def test_parameter_server_chief_ps_and_two_workers(slurm, jobdir):
     job = run(slurm, jobdir, "parameter_server.sbatch", timeout=400)
-    m = check_trained(job, "parameter_server", world_size=4, replicas=2)
+    # Asynchronous: each worker steps on its own, so TensorFlow counts one replica in sync.
+    m = check_trained(job, "parameter_server", world_size=4, replicas=1)
     assert m["epochs"] == 20
     assert training_tasks(job.log) == {0: N1, 1: N1, 2: N2, 3: N2}, job.describe()
 
