@@ -6,8 +6,8 @@ Measured in one run:
 - the limit: plain TCP throughput over 127.0.0.1 between two processes (one stream, 256 MB a
   push, a few pushes between the engine runs);
 - MultiWorkerMirrored collectives (tfdist's multi_worker engine, RING on CPU) with a sweep of
-  bytes_per_pack (tfdist's default, TensorFlow's 0, 8, 16, 64 MB), each setting its own pair of
-  processes;
+  bytes_per_pack (tfdist's default of 16 MB, TensorFlow's 0, 8, 32, 64 MB), each setting its
+  own pair of processes;
 - Horovod gloo (tfdist's horovod engine) with a sweep of HOROVOD_FUSION_THRESHOLD (unset = tfdist's
   default, i.e. Horovod's 64 MB), and fp16 compression at the default threshold (lossy: reported
   beside the sweep, not in it);
@@ -31,6 +31,7 @@ import os
 import socket
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,9 +39,9 @@ from common import (BIN, machine, quiet_env, ratio, run, summary, write_result) 
 
 MB = 2**20
 SIZES_MB = (1, 25, 100)
-# None: tfdist's default (nothing passed; 32 MB since bench/allreduce.py measured it); 0 is
+# None: tfdist's default (nothing passed; 16 MB since bench/allreduce.py measured it); 0 is
 # TensorFlow's own default (all gradients in one pack).
-PACK_SWEEP = (None, 0, 8 * MB, 16 * MB, 64 * MB)
+PACK_SWEEP = (None, 0, 8 * MB, 32 * MB, 64 * MB)
 FUSION_SWEEP = (None, 0, 16 * MB, 128 * MB)  # None: tfdist's default (Horovod's 64 MB)
 DEFAULTS = {"multi_worker": None, "horovod": None}
 TCP_BYTES = 256 * MB
@@ -164,45 +165,69 @@ def worker(args) -> None:
 # The wire
 
 
-def _tcp_receiver(port: int, total: int, repeats: int, ready) -> None:
+def _recv_exactly(conn, view, total: int) -> bool:
+    got = 0
+    while got < total:
+        n = conn.recv_into(view)
+        if not n:
+            return False
+        got += n
+    return True
+
+
+def _send(conn, chunk, total: int) -> None:
+    for _ in range(total // len(chunk)):
+        conn.sendall(chunk)
+
+
+def _tcp_peer(port: int, total: int, repeats: int, duplex: bool, ready) -> None:
     with socket.create_server(("127.0.0.1", port)) as server:
         ready.set()
         conn, _ = server.accept()
         with conn:
-            buf = bytearray(4 * MB)
-            view = memoryview(buf)
+            view = memoryview(bytearray(4 * MB))
+            chunk = memoryview(bytearray(4 * MB))
             for _ in range(repeats):
-                got = 0
-                while got < total:
-                    n = conn.recv_into(view)
-                    if not n:
-                        return
-                    got += n
+                sender = None
+                if duplex:
+                    sender = threading.Thread(target=_send, args=(conn, chunk, total))
+                    sender.start()
+                if not _recv_exactly(conn, view, total):
+                    return
+                if sender is not None:
+                    sender.join()
                 conn.sendall(b"k")
 
 
-def tcp_limit(repeats: int) -> dict:
+def tcp_limit(repeats: int, duplex: bool = False) -> dict:
     """Seconds to push TCP_BYTES through one loopback stream to another process (and get a
-    one-byte acknowledgement back), `repeats` times."""
+    one-byte acknowledgement back), `repeats` times. duplex: both processes send TCP_BYTES to
+    each other at the same time, as the two ranks of a ring all-reduce do (rate per direction)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
-    receiver = ctx.Process(target=_tcp_receiver, args=(port, TCP_BYTES, repeats + 1, ready))
-    receiver.start()
+    peer = ctx.Process(target=_tcp_peer, args=(port, TCP_BYTES, repeats + 1, duplex, ready))
+    peer.start()
     ready.wait(30)
     chunk = memoryview(bytearray(4 * MB))
+    view = memoryview(bytearray(4 * MB))
     times = []
     with socket.create_connection(("127.0.0.1", port)) as conn:
         for i in range(repeats + 1):
             start = time.perf_counter()
-            for _ in range(TCP_BYTES // len(chunk)):
-                conn.sendall(chunk)
+            if duplex:
+                sender = threading.Thread(target=_send, args=(conn, chunk, TCP_BYTES))
+                sender.start()
+                _recv_exactly(conn, view, TCP_BYTES)
+                sender.join()
+            else:
+                _send(conn, chunk, TCP_BYTES)
             conn.recv(1)
             if i:  # the first is a warm-up
                 times.append(time.perf_counter() - start)
-    receiver.join(30)
+    peer.join(30)
     rates = [TCP_BYTES / t / 1e9 for t in times]
     return {
         "bytes": TCP_BYTES,
@@ -283,7 +308,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="tfdist-bench-allreduce-")
     # The limit is measured between the engine runs (a few pushes before each), so it meets the
     # same load from other processes as the all-reduces do.
-    tcp = [tcp_limit(2)]
+    tcp, duplex = [tcp_limit(2)], [tcp_limit(2, duplex=True)]
     packs = PACK_SWEEP
     if args.packs:
         packs = [None if x == "default" else int(x) * MB for x in args.packs.split(",")]
@@ -296,6 +321,7 @@ def main() -> None:
             print(f"{engine} {label(engine, setting)} ({time.time() - started:.0f} s)", flush=True)
             data = run_engine(engine, setting, args, work)
             tcp.append(tcp_limit(2))
+            duplex.append(tcp_limit(2, duplex=True))
             raw[f"{engine}/{label(engine, setting)}"] = data
             if not data.get("ok"):
                 continue
@@ -305,12 +331,15 @@ def main() -> None:
                 table.setdefault(name, {}).setdefault(engine, {})[key] = bandwidth(entry)
     limit_samples = [TCP_BYTES / t / 1e9 for entry in tcp for t in entry["seconds"]]
     limit = summary(limit_samples, 3)["median"]
+    duplex_samples = [TCP_BYTES / t / 1e9 for entry in duplex for t in entry["seconds"]]
+    duplex_limit = summary(duplex_samples, 3)["median"]
 
     verdicts = {}
     for name, engines in table.items():
         for engine, settings in engines.items():
             for key, bw in settings.items():
                 bw["ratio_to_tcp_limit"] = ratio(bw["gb_per_s"]["median"], limit)
+                bw["ratio_to_tcp_duplex"] = ratio(bw["gb_per_s"]["median"], duplex_limit)
             lossless = {k: v for k, v in settings.items() if "fp16" not in k}
             default = next((k for k in lossless if k.startswith("default")), None)
             if default is None or len(lossless) < 2:
@@ -338,6 +367,7 @@ def main() -> None:
                 "setting": who,
                 "gb_per_s": gbps,
                 "ratio_to_tcp_limit": ratio(gbps, limit),
+                "ratio_to_tcp_duplex": ratio(gbps, duplex_limit),
                 "goal": "best engine >= 0.40 x loopback TCP on 100 MB",
                 "met": bool(limit) and gbps / limit >= 0.40,
             }
@@ -365,6 +395,7 @@ def main() -> None:
             "horovod.tensorflow.allreduce per tensor in a tf.function",
         },
         "tcp_limit_gb_per_s": limit,
+        "tcp_duplex_gb_per_s": duplex_limit,
         "tcp": {
             "gb_per_s":
             summary(limit_samples, 3),
@@ -372,6 +403,12 @@ def main() -> None:
             "note":
             "one stream, 256 MB a push; 2 pushes before the first engine run and after "
             "each; the limit is their median",
+            "duplex_gb_per_s":
+            summary(duplex_samples, 3),
+            "duplex_samples_gb_per_s": [round(x, 3) for x in duplex_samples],
+            "duplex_note":
+            "both processes send 256 MB to each other at once (rate per "
+            "direction): what each rank of a 2-rank ring all-reduce needs",
         },
         "bandwidth": table,
         "defaults_vs_best": verdicts,
@@ -384,6 +421,7 @@ def main() -> None:
         json.dumps(
             {
                 "tcp_limit_gb_per_s": limit,
+                "tcp_duplex_gb_per_s": duplex_limit,
                 "defaults_vs_best": verdicts,
                 "best_on_100MB": best_100
             },

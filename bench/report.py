@@ -210,6 +210,11 @@ def rows() -> list:
     if data:
         limit = data.get("tcp_limit_gb_per_s")
         out.append(["2 allreduce", "loopback TCP GB/s", "-", _fmt(limit), "-", "the limit", "-"])
+        if data.get("tcp_duplex_gb_per_s"):
+            out.append([
+                "2 allreduce", "loopback TCP both ways at once GB/s (each)", "-",
+                _fmt(data["tcp_duplex_gb_per_s"]), "-", "(info)", "-"
+            ])
         for case, engines in data.get("defaults_vs_best", {}).items():
             for engine, v in engines.items():
                 out.append([
@@ -235,6 +240,13 @@ def rows() -> list:
                 _fmt(b["ratio_to_tcp_limit"], 3), ">= 0.40",
                 _yes(b["met"])
             ])
+            if b.get("ratio_to_tcp_duplex") is not None:
+                out.append([
+                    "2 allreduce", "100MB best / TCP both ways",
+                    _fmt(b["gb_per_s"], 3),
+                    _fmt(data["tcp_duplex_gb_per_s"]),
+                    _fmt(b["ratio_to_tcp_duplex"], 3), "(info)", "-"
+                ])
     data = load("weak_scaling")
     if data:
         for g, r in data["results"].items():

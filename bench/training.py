@@ -336,6 +336,7 @@ def main() -> None:
     results = analyse(runs, args, info, env_times)
     for name, result in results.items():
         result["wall_seconds"] = round(time.time() - started, 1)
+        result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
         print(f"wrote {write_result(name, result)}", flush=True)
     if args.keep or any(not r["ok"] for r in runs):
         print(f"logs: {work}")

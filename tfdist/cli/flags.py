@@ -19,7 +19,7 @@ from tfdist.runtime import LR_SCALING
 FLAGS = flags.FLAGS
 # multi_worker's default gradient pack (tfdist/distribute/tf_strategies.py DEFAULT_BYTES_PER_PACK;
 # measured by bench/allreduce.py). Kept here too: this module imports no TensorFlow.
-BYTES_PER_PACK = 32 * 2**20
+BYTES_PER_PACK = 16 * 2**20
 
 
 def define_cluster_flags() -> None:

@@ -28,8 +28,9 @@ _IMPLEMENTATIONS = {
 DEFAULT_COLLECTIVE_TIMEOUT = 600.0
 # Gradients all-reduced in packs of this many bytes. TensorFlow's 0 packs every gradient into one
 # tensor, and one RING collective of it is slow: ResNet-50's 102 MB of gradients between 2 workers
-# on loopback took 1.5-3.6x longer than with 16-64 MB packs (bench/allreduce.py).
-DEFAULT_BYTES_PER_PACK = 32 * 2**20
+# on loopback took 1.5-3.6x longer than with 16-64 MB packs; 16 MB was the fastest setting in 3
+# of 4 sweeps (0, 4-128 MB) and within 14 % of the best in the fourth (bench/allreduce.py).
+DEFAULT_BYTES_PER_PACK = 16 * 2**20
 
 
 class DefaultEngine(Engine):
