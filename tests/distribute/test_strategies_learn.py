@@ -35,5 +35,7 @@ def test_digits_reaches_097(strategy, n, extra, replicas, tmp_path):
     assert metrics["final"]["test_accuracy"] >= 0.97, metrics["final"]
     assert metrics["samples_per_sec"] > 0
     # Only the chief writes the run directory.
-    assert sorted(p.name for p in model_dir.iterdir()) == ["metrics.json", "model.keras"]
+    assert sorted(p.name for p in model_dir.iterdir()) == [
+        "checkpoints", "logs", "metrics.json", "model.keras"
+    ]
     assert f"[0] tfdist train: {strategy} x{replicas} replicas: test accuracy" in r.stdout
