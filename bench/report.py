@@ -92,6 +92,13 @@ def plot_allreduce(data, plt) -> None:
         if data.get("tcp_limit_gb_per_s"):
             ax.axhline(data["tcp_limit_gb_per_s"], color="k", linestyle="--", linewidth=1)
             ax.text(0, data["tcp_limit_gb_per_s"], " loopback TCP", va="bottom", fontsize=8)
+        if data.get("tcp_duplex_gb_per_s"):
+            ax.axhline(data["tcp_duplex_gb_per_s"], color="k", linestyle=":", linewidth=1)
+            ax.text(0,
+                    data["tcp_duplex_gb_per_s"],
+                    " TCP both ways at once (each)",
+                    va="bottom",
+                    fontsize=8)
         ax.set_title(engine)
     fig.suptitle("2. All-reduce between 2 processes vs loopback TCP")
     fig.tight_layout()
