@@ -63,8 +63,10 @@ def define_flags() -> None:
                          "many bytes per all-reduce (0: TensorFlow's one pack, slower on CPU).",
                          lower_bound=0)
     flags.DEFINE_float("collective_timeout",
-                       600.0, "multi_worker: seconds before a collective "
-                       "that waits on a lost peer fails the job (0: wait forever).",
+                       0.0, "multi_worker: seconds after which a "
+                       "collective fails (0: none). A lost worker is caught in seconds by "
+                       "MultiWorkerMirroredStrategy's health check anyway; a timeout costs one "
+                       "sleeping thread per collective op until it expires.",
                        lower_bound=0)
     flags.DEFINE_enum("compression", "none", ["none", "fp16"],
                       "horovod: compress gradients for the all-reduce.")

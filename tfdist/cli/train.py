@@ -9,6 +9,7 @@ accuracy, test loss and accuracy) and MODEL_DIR/model.keras. Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -66,23 +67,15 @@ flags.DEFINE_bool("shuffle", True, "Shuffle the training data (a new order each 
 
 
 def config_from_flags():
+    """TrainConfig from the parsed flags: every field has the flag of the same name."""
     from tfdist.train.fit import TrainConfig
 
-    return TrainConfig(model=FLAGS.model,
-                       pipeline=FLAGS.pipeline,
-                       strategy=FLAGS.strategy,
-                       num_ps=FLAGS.num_ps,
-                       port=FLAGS.port,
-                       epochs=FLAGS.epochs,
-                       batch_size=FLAGS.batch_size,
-                       lr=FLAGS.lr,
-                       lr_scaling=FLAGS.lr_scaling,
-                       optimizer=FLAGS.optimizer,
-                       model_dir=FLAGS.model_dir,
-                       seed=FLAGS.seed,
-                       shuffle=FLAGS.shuffle,
-                       steps_per_epoch=FLAGS.steps_per_epoch,
-                       data_dir=FLAGS.data_dir,
+    names = [
+        f.name for f in dataclasses.fields(TrainConfig)
+        if f.name not in ("engine_options", "verbose")
+    ]
+    return TrainConfig(**{name: FLAGS[name].value
+                          for name in names},
                        engine_options=tfdist_flags.engine_options_from_flags())
 
 

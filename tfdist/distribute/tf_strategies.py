@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import time
 from typing import Any, Optional
@@ -23,9 +24,11 @@ _IMPLEMENTATIONS = {
     "ring": tf.distribute.experimental.CommunicationImplementation.RING,
     "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
 }
-# A collective that waits longer than this ends the job with an error instead of hanging on a
-# lost peer (a dead worker is usually caught sooner, by the ~10 s heartbeat; FACTS.md).
-DEFAULT_COLLECTIVE_TIMEOUT = 600.0
+# No per-collective timeout by default: TensorFlow keeps one sleeping thread per collective op
+# until its timeout expires (600 s gave ~1,600 threads per process after 4 digits epochs, 5,700
+# on a long Slurm job). A lost peer still ends the job: MultiWorkerMirroredStrategy's health check
+# fails the survivors within seconds (tests/distribute/test_lost_worker.py).
+DEFAULT_COLLECTIVE_TIMEOUT = 0.0
 # Gradients all-reduced in packs of this many bytes. TensorFlow's 0 packs every gradient into one
 # tensor, and one RING collective of it is slow: ResNet-50's 102 MB of gradients between 2 workers
 # on loopback took 1.5-3.6x longer than with 16-64 MB packs; 16 MB was the fastest setting in 3
@@ -187,6 +190,10 @@ class ParameterServerEngine(_ClusterEngine):
                                       task_index=self.roles.task_index,
                                       protocol="grpc",
                                       start=True)
+        # The chief reads the variables from here to checkpoint when preempted: a scheduler's
+        # SIGTERM/SIGUSR1 must not end this task first. It ends once the chief is gone.
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, signal.SIG_IGN)
         log.info("%s %d serving on port %d until the chief finishes", self.roles.task_type,
                  self.roles.task_index, self.roles.port)
         _wait_for_chief(cluster["chief"][0], self.chief_timeout)

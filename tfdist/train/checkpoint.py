@@ -129,10 +129,6 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
 
-    def on_train_batch_end(self, batch, logs=None):
-        if self.save_steps and int(self.model.optimizer.iterations.numpy()) % self.save_steps == 0:
-            self.save(self._epoch, batch + 1)
-
     def on_epoch_end(self, epoch, logs=None):
         if not self.suspend_epoch_save:
             self.save(epoch + 1, 0)
@@ -183,3 +179,20 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
                 if name.startswith(".tmp-"):
                     log.info("tfdist: removing %s, left by an interrupted save", name)
                     shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+
+
+class StepCheckpoint(TrainingCheckpoint):
+    """TrainingCheckpoint that also saves every `save_steps` steps. A separate class because
+    batch-level callbacks are refused under ParameterServerStrategy."""
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations.numpy()) % self.save_steps == 0:
+            self.save(self._epoch, batch + 1)
+
+
+def make_checkpoint(model_dir: str,
+                    is_chief: bool,
+                    identity: dict[str, Any],
+                    save_steps: int = 0) -> TrainingCheckpoint:
+    cls = StepCheckpoint if save_steps else TrainingCheckpoint
+    return cls(model_dir, is_chief, identity, save_steps=save_steps)

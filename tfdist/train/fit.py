@@ -73,13 +73,17 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
 
     Returns the metrics on every training task; tasks that only serve exit inside tfdist.init.
     """
+    from tfdist.train.preemption import PreemptionHandler
+
+    # Signals are caught from here on: one during start-up is acted on at the first check.
+    preemption = PreemptionHandler()
     rt = tfdist.init(strategy=cfg.strategy,
                      num_ps=cfg.num_ps,
                      port=cfg.port,
                      lr_scaling=cfg.lr_scaling,
                      **cfg.engine_options)
     try:
-        return _train(rt, cfg)
+        return _train(rt, cfg, preemption)
     except Exception as e:
         message = rt.engine.explain_failure(e)
         if message:
@@ -105,13 +109,13 @@ def learning_rate(rt: Runtime, cfg: TrainConfig, steps: int):
                           decay_rate=cfg.lr_decay_rate)
 
 
-def _train(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
+def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
     import tensorflow as tf
 
     from tfdist.data import load_pipeline
     from tfdist.train import checkpoint
     from tfdist.train.models import build_model
-    from tfdist.train.preemption import PreemptionHandler, requeue_slurm_job
+    from tfdist.train.preemption import StepPreemptionHandler, requeue_slurm_job
     from tfdist.train.throughput import ThroughputMeter
 
     if cfg.mixed_precision not in MIXED_PRECISION:
@@ -175,17 +179,15 @@ def _train(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
     callbacks = rt.callbacks() + [meter]
     saver = None
     if cfg.model_dir:
-        saver = checkpoint.TrainingCheckpoint(cfg.model_dir,
-                                              rt.is_chief,
-                                              identity,
-                                              save_steps=cfg.checkpoint_steps)
+        steps_between = 0 if rt.strategy_name == "parameter_server" else cfg.checkpoint_steps
+        saver = checkpoint.make_checkpoint(cfg.model_dir, rt.is_chief, identity, steps_between)
         callbacks.append(saver)
         if cfg.tensorboard and rt.is_chief:
             callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(cfg.model_dir, "logs")))
-    # Several tasks agree every 10 steps (one scalar all-reduce), a single one every step.
-    single = rt.world_size == 1 or rt.strategy_name == "parameter_server"
-    preemption = PreemptionHandler(rt.engine, saver, check_steps=1 if single else 10)
-    callbacks.append(preemption)
+    if rt.strategy_name != "parameter_server":  # PS refuses batch-level callbacks
+        # Several tasks agree every 10 steps (one scalar all-reduce), a single one every step.
+        preemption = StepPreemptionHandler(10 if rt.world_size > 1 else 1, taking_over=preemption)
+    callbacks.append(preemption.attach(rt.engine, saver))
 
     verbose = cfg.verbose if cfg.verbose is not None else (1 if sys.stdout.isatty() else 2)
     history = model.fit(rt.dataset(train_input),
@@ -197,6 +199,9 @@ def _train(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
     if preemption.preempted_at is not None:
         epoch, step = preemption.preempted_at
         requeued = cfg.requeue and rt.rank == 0 and requeue_slurm_job()
+        # No task leaves before rank 0 has requeued: under `srun --kill-on-bad-exit` an early
+        # exit would get rank 0 killed first.
+        rt.barrier()
         where = preemption.saved or (cfg.model_dir and "MODEL_DIR/checkpoints") or "nowhere"
         raise Preempted(f"preempted at epoch {epoch + 1}, step {step}; checkpoint: {where}. " +
                         ("The job was requeued and resumes from it."

@@ -15,7 +15,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tfdist.train.checkpoint import TrainingCheckpoint
+from tfdist.train.checkpoint import TrainingCheckpoint, latest
 
 log = logging.getLogger("tfdist")
 
@@ -24,22 +24,23 @@ EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "try again" -- the run is resumable from its
 
 
 class PreemptionHandler(tf.keras.callbacks.Callback):
-    """Catch SIGTERM/SIGUSR1 during fit; stop every task after the same step and checkpoint.
+    """Catch SIGTERM/SIGUSR1 from the moment it is made; at the end of an epoch, stop every task
+    if any was signalled. `attach` it to the engine and checkpoint before fit."""
 
-    Add it after the TrainingCheckpoint it saves through.
-    """
-
-    def __init__(self, engine, checkpoint: Optional[TrainingCheckpoint], check_steps: int = 1):
+    def __init__(self):
         super().__init__()
-        if check_steps < 1:
-            raise ValueError(f"check_steps={check_steps}: expected >= 1.")
-        self.engine, self.checkpoint, self.check_steps = engine, checkpoint, check_steps
+        self.engine = None
+        self.checkpoint: Optional[TrainingCheckpoint] = None
         self.signal: Optional[int] = None
         self.preempted_at: Optional[tuple[int, int]] = None
         self.saved: Optional[str] = None
-        self._previous = {}
         self._epoch = 0
-        self._steps = 0
+        for sig in SIGNALS:  # now, so a signal during start-up is not fatal either
+            signal.signal(sig, self._record)
+
+    def attach(self, engine, checkpoint: Optional[TrainingCheckpoint]) -> "PreemptionHandler":
+        self.engine, self.checkpoint = engine, checkpoint
+        return self
 
     def _record(self, signum, frame):
         if self.signal is None:
@@ -47,12 +48,31 @@ class PreemptionHandler(tf.keras.callbacks.Callback):
                         signal.Signals(signum).name)
         self.signal = signum
 
-    def on_train_begin(self, logs=None):
-        for sig in SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._record)
-
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        # The checkpoint callback (added before this one) has just saved the finished epoch.
+        if self.preempted_at is None and self.engine.any_task(self.signal is not None):
+            self.preempted_at = (epoch + 1, 0)
+            if self.checkpoint is not None:
+                found = latest(self.checkpoint.model_dir)
+                self.saved = found[0] if found else None
+            self.model.stop_training = True
+
+
+class StepPreemptionHandler(PreemptionHandler):
+    """Also checks every `check_steps` steps (one scalar all-reduce when there are several tasks),
+    so a job stops within seconds, mid-epoch, and checkpoints that step."""
+
+    def __init__(self, check_steps: int = 1, taking_over: Optional[PreemptionHandler] = None):
+        super().__init__()
+        if check_steps < 1:
+            raise ValueError(f"check_steps={check_steps}: expected >= 1.")
+        self.check_steps = check_steps
+        self._steps = 0
+        if taking_over is not None:  # a signal the start-up handler already caught
+            self.signal = taking_over.signal
 
     def on_train_batch_end(self, batch, logs=None):
         self._steps += 1
@@ -65,10 +85,9 @@ class PreemptionHandler(tf.keras.callbacks.Callback):
                 self.saved = self.checkpoint.save(*self.preempted_at)
             self.model.stop_training = True
 
-    def on_train_end(self, logs=None):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
+    def on_epoch_end(self, epoch, logs=None):
+        if self.preempted_at is None:
+            super().on_epoch_end(epoch, logs)
 
 
 def requeue_slurm_job(environ=None) -> bool:

@@ -1,0 +1,56 @@
+"""Every `tfdist train` flag reaches the TrainConfig the fit driver gets."""
+
+import dataclasses
+
+from absl import flags
+
+from tfdist.cli import train as train_cli
+from tfdist.train.fit import TrainConfig
+
+
+def test_flags_reach_the_train_config():
+    argv = [
+        "tfdist train", "--model=mlp", "--pipeline=synthetic", "--strategy=multi_worker",
+        "--epochs=3", "--batch_size=16", "--lr=0.2", "--lr_scaling=sqrt", "--warmup_epochs=1.5",
+        "--lr_schedule=cosine", "--lr_decay_epochs=2", "--lr_decay_rate=0.5", "--optimizer=adam",
+        "--mixed_precision=mixed_bfloat16", "--model_dir=/tmp/x", "--checkpoint_steps=7",
+        "--requeue", "--notensorboard", "--seed=9", "--noshuffle", "--steps_per_epoch=11",
+        "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024"
+    ]
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(argv)
+    try:
+        cfg = train_cli.config_from_flags()
+    finally:
+        flags.FLAGS.unparse_flags()
+    assert cfg == TrainConfig(model="mlp",
+                              pipeline="synthetic",
+                              strategy="multi_worker",
+                              num_ps=1,
+                              port=25000,
+                              epochs=3,
+                              batch_size=16,
+                              lr=0.2,
+                              lr_scaling="sqrt",
+                              warmup_epochs=1.5,
+                              lr_schedule="cosine",
+                              lr_decay_epochs=2.0,
+                              lr_decay_rate=0.5,
+                              optimizer="adam",
+                              mixed_precision="mixed_bfloat16",
+                              model_dir="/tmp/x",
+                              checkpoint_steps=7,
+                              requeue=True,
+                              tensorboard=False,
+                              seed=9,
+                              shuffle=False,
+                              steps_per_epoch=11,
+                              data_dir="/tmp/d",
+                              engine_options={
+                                  "implementation": "auto",
+                                  "bytes_per_pack": 1024,
+                                  "collective_timeout": flags.FLAGS["collective_timeout"].default
+                              })
+    # Every field but these two is a flag of the same name.
+    names = {f.name for f in dataclasses.fields(TrainConfig)} - {"engine_options", "verbose"}
+    assert names <= set(flags.FLAGS)
