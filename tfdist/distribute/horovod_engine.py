@@ -48,7 +48,10 @@ class HorovodEngine(Engine):
         return horovod_setup.horovod_callbacks()
 
     def explain_failure(self, error: BaseException) -> Optional[str]:
-        if "Horovod has been shut down" not in str(error):
+        # Either Horovod's own shutdown notice or gloo's socket error reaches the op first.
+        signs = ("Horovod has been shut down", "Connection reset by peer",
+                 "Connection closed by peer", "gloo")
+        if not isinstance(error, tf.errors.OpError) or not any(s in str(error) for s in signs):
             return None
         size, rank = self.cluster.world_size, self.cluster.rank
         who = f"rank {1 - rank}" if size == 2 else "another rank"
