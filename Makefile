@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tfdist-installed
 HOROVOD_STAMP := $(VENV)/.horovod-installed
 BENCH_STAMP := $(VENV)/.bench-installed
-SRC    := tfdist pipelines tests bench
+SRC    := tfdist pipelines tests bench jobs
 
 .PHONY: help install test test-fast lint format clean
 .PHONY: slurm-up slurm-down
