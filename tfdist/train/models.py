@@ -81,6 +81,6 @@ def build_model(name: str, input_shape, num_classes: int):
     model = MODELS[name](tuple(input_shape), num_classes)
     if tf.keras.mixed_precision.global_policy().compute_dtype != "float32":
         # Mixed precision: logits (and so the loss) in float32, for numerical stability.
-        model = tf.keras.Sequential([model, layers.Activation("linear", dtype="float32")],
-                                    name=model.name)
+        logits = layers.Activation("linear", dtype="float32")(model.output)
+        model = tf.keras.Model(model.input, logits, name=model.name)
     return model

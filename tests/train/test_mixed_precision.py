@@ -1,0 +1,31 @@
+"""--mixed_precision trains in reduced precision with float32 logits, and records the policy."""
+
+import json
+import sys
+
+import pytest
+
+from tests.distribute.conftest import TFDIST, run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_trains(policy, tmp_path):
+    model_dir = tmp_path / "run"
+    r = run([
+        TFDIST, "train", "--pipeline=digits", "--epochs=4", f"--mixed_precision={policy}",
+        f"--model_dir={model_dir}", "--notensorboard"
+    ])
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["mixed_precision"] == policy
+    assert metrics["final"]["test_accuracy"] > 0.8
+    code = ("import tfdist, tensorflow as tf, sys\n"
+            f"m = tf.keras.models.load_model('{model_dir / 'model.keras'}')\n"
+            "print(m.layers[1].__class__.__name__, m.layers[1].dtype_policy.name,\n"
+            "      m.layers[-1].dtype_policy.name)")
+    out = run([sys.executable, "-c", code])
+    assert out.returncode == 0, out.stderr[-2000:]
+    # Convolutions compute in reduced precision; the last layer makes the logits float32.
+    assert out.stdout.split()[-3:] == ["Conv2D", policy, "float32"]
