@@ -76,7 +76,7 @@ def worker(args) -> None:
     rt = tfdist.init(strategy=args.engine, **options)
     effective = {}
     if args.engine == "multi_worker":
-        from tfdist.distribute.tf_strategies import DEFAULT_BYTES_PER_PACK
+        from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK
 
         effective["bytes_per_pack"] = options.get("bytes_per_pack", DEFAULT_BYTES_PER_PACK)
     else:

@@ -14,12 +14,10 @@ from __future__ import annotations
 from absl import flags
 
 from tfdist.cluster import STRATEGIES
+from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK, DEFAULT_COLLECTIVE_TIMEOUT
 from tfdist.runtime import LR_SCALING
 
 FLAGS = flags.FLAGS
-# multi_worker's default gradient pack (tfdist/distribute/tf_strategies.py DEFAULT_BYTES_PER_PACK;
-# measured by bench/allreduce.py). Kept here too: this module imports no TensorFlow.
-BYTES_PER_PACK = 16 * 2**20
 
 
 def define_cluster_flags() -> None:
@@ -59,11 +57,11 @@ def define_flags() -> None:
     flags.DEFINE_enum("implementation", "auto", ["auto", "ring", "nccl"],
                       "multi_worker: collective implementation.")
     flags.DEFINE_integer("bytes_per_pack",
-                         BYTES_PER_PACK, "multi_worker: pack gradients into chunks of this "
+                         DEFAULT_BYTES_PER_PACK, "multi_worker: pack gradients into chunks of this "
                          "many bytes per all-reduce (0: TensorFlow's one pack, slower on CPU).",
                          lower_bound=0)
     flags.DEFINE_float("collective_timeout",
-                       0.0, "multi_worker: seconds after which a "
+                       DEFAULT_COLLECTIVE_TIMEOUT, "multi_worker: seconds after which a "
                        "collective fails (0: none). A lost worker is caught in seconds by "
                        "MultiWorkerMirroredStrategy's health check anyway; a timeout costs one "
                        "sleeping thread per collective op until it expires.",
@@ -91,7 +89,7 @@ def define_flags() -> None:
                 "backward_passes_per_step": 1,
                 "cpu_devices": 0,
                 "implementation": "auto",
-                "bytes_per_pack": BYTES_PER_PACK
+                "bytes_per_pack": DEFAULT_BYTES_PER_PACK
             }
             return all(values[n] == default[n] for n in names)
 
