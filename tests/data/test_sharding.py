@@ -39,7 +39,10 @@ def test_plan_in_plain_words():
                            "every 4th record; pipeline 3 yields 48 records per epoch; 8 records")
 
 
-def test_plan_logged_once(one_file_tfrecord, caplog):
+def test_plan_logged_once(one_file_tfrecord, caplog, monkeypatch):
+    from tfdist.data import sharding
+
+    monkeypatch.setattr(sharding, "_logged", set())  # earlier tests may have logged this plan
     with caplog.at_level("INFO"):
         for _ in range(3):
             build_dataset(TFRecordSource.from_folder(one_file_tfrecord, "train"),
