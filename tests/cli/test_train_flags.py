@@ -3,6 +3,7 @@
 import dataclasses
 
 from absl import flags
+from absl import logging as absl_logging
 
 from tfdist.cli import train as train_cli
 from tfdist.train.fit import TrainConfig
@@ -17,12 +18,14 @@ def test_flags_reach_the_train_config():
         "--requeue", "--notensorboard", "--seed=9", "--noshuffle", "--steps_per_epoch=11",
         "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024"
     ]
+    verbosity = absl_logging.get_verbosity()  # parsing --verbosity changes absl's logger level
     flags.FLAGS.unparse_flags()
     flags.FLAGS(argv)
     try:
         cfg = train_cli.config_from_flags()
     finally:
         flags.FLAGS.unparse_flags()
+        absl_logging.set_verbosity(verbosity)
     assert cfg == TrainConfig(model="mlp",
                               pipeline="synthetic",
                               strategy="multi_worker",

@@ -43,7 +43,7 @@ def test_plan_logged_once(one_file_tfrecord, caplog, monkeypatch):
     from tfdist.data import sharding
 
     monkeypatch.setattr(sharding, "_logged", set())  # earlier tests may have logged this plan
-    with caplog.at_level("INFO"):
+    with caplog.at_level("INFO"), caplog.at_level("INFO", logger="absl"):
         for _ in range(3):
             build_dataset(TFRecordSource.from_folder(one_file_tfrecord, "train"),
                           make_input_context(3, 2, 3), 5)

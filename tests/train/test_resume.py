@@ -2,6 +2,7 @@
 refused resume, chief-only writes."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -62,7 +63,9 @@ def test_resume_after_sigterm_equals_uninterrupted(n, tmp_path):
     status, out = finish(proc)
     out = head + out
     assert status == 75, out[-3000:]
-    assert "preempted at epoch 2, step" in out and "Re-run the same command" in out
+    # Stopped during epoch 2 (or, on a loaded machine, at its end or in epoch 3).
+    assert re.search(r"preempted (at epoch [23], step \d+|after epoch 2);", out), out[-2000:]
+    assert "Re-run the same command" in out
     assert not (stopped / "metrics.json").exists()
 
     r = run([TFDIST, "launch", "-n", str(n), "--", TFDIST, *TRAIN, f"--model_dir={stopped}"])

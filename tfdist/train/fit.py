@@ -203,7 +203,8 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         # exit would get rank 0 killed first.
         rt.barrier()
         where = preemption.saved or (cfg.model_dir and "MODEL_DIR/checkpoints") or "nowhere"
-        raise Preempted(f"preempted at epoch {epoch + 1}, step {step}; checkpoint: {where}. " +
+        at = f"after epoch {epoch}" if step == 0 else f"at epoch {epoch + 1}, step {step}"
+        raise Preempted(f"preempted {at}; checkpoint: {where}. " +
                         ("The job was requeued and resumes from it."
                          if requeued else "Re-run the same command (same --model_dir) to resume."))
 
