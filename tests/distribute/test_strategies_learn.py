@@ -15,8 +15,9 @@ pytestmark = pytest.mark.slow
         ("multi_worker", 2, [], 2),
         pytest.param("horovod", 2, [], 2, marks=needs_horovod),
         ("mirrored", 1, ["--cpu_devices=2"], 2),
-        # Asynchronous updates learn more slowly per epoch: twice the epochs.
-        ("parameter_server", 4, ["--epochs=20"], 1),
+        # Asynchronous, stale updates: three times the epochs, and Adam, which tolerates staleness
+        # better than SGD with momentum (SGD: 0.95-0.99 from run to run; Adam: 0.978-0.983).
+        ("parameter_server", 4, ["--epochs=30", "--optimizer=adam", "--lr=0.001"], 1),
     ])
 def test_digits_reaches_097(strategy, n, extra, replicas, tmp_path):
     model_dir = tmp_path / "run"
