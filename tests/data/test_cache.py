@@ -2,13 +2,16 @@
 
 import glob
 
+import pytest
+
 from tests.data import helpers
 
 
 def _epochs(where, **kwargs):
     import tfdist.data as td
 
-    ds = td.build_dataset(helpers.source("tfrecord", where),
+    source = where if hasattr(where, "parse") else helpers.source("tfrecord", where)
+    ds = td.build_dataset(source,
                           td.make_input_context(2, 1, 2),
                           4,
                           seed=4,
@@ -48,3 +51,32 @@ def test_cache_is_read_once_even_when_batches_are_cut(tmp_path):
     first = [b.tolist() for b in ds.take(24).as_numpy_iterator()]
     assert len(set(helpers.flat(first[:12]))) == 48 and first[:12] != first[12:]
     assert glob.glob(str(tmp_path / "tfdist-cache-*.index"))
+
+
+def test_cache_parsed_replays_parsed_samples(even_tfrecord, even_hdf5):
+    import tensorflow as tf
+
+    import tfdist.data as td
+
+    calls = []
+    source = helpers.source("tfrecord", even_tfrecord)
+    parse = source.parse
+
+    def counted(record):
+        # A Python call per parsed record: how many times parse ran over two epochs.
+        tick = tf.py_function(lambda: calls.append(1) or 0, [], tf.int32)
+        with tf.control_dependencies([tick]):
+            return tf.nest.map_structure(tf.identity, parse(record))
+
+    source.parse = counted
+    replayed = _epochs(source, cache="memory", cache_parsed=True)
+    assert len(calls) == 60, "parse ran again after the first pass"
+    # Same samples in the same order as a cache of unparsed records.
+    assert replayed == _epochs(even_tfrecord, cache="memory")
+
+    with pytest.raises(td.DataError, match="leave cache_parsed off"):
+        td.build_dataset(helpers.source("hdf5", even_hdf5),
+                         None,
+                         4,
+                         cache="memory",
+                         cache_parsed=True)

@@ -65,6 +65,7 @@ def build_dataset(source: RecordSource,
                   shard_by: str = "auto",
                   shuffle_buffer: int | None = None,
                   cache: str | None = None,
+                  cache_parsed: bool = False,
                   cycle_length: int = 4,
                   deterministic: bool = True,
                   prefetch: bool = True) -> tf.data.Dataset:
@@ -74,6 +75,9 @@ def build_dataset(source: RecordSource,
     for tf.image.stateless_random_* so augmentation is reproducible too.
     cache: None, "memory", "disk" (a file under $TMPDIR or /tmp: node-local on most clusters)
     or a folder for the cache file.
+    cache_parsed: parse records before the cache, so later epochs replay parsed samples instead
+    of parsing every record again (for data whose parsed form fits the cache; the order and the
+    samples are the same either way).
     """
     num, pid = ((input_context.num_input_pipelines,
                  input_context.input_pipeline_id) if input_context is not None else (1, 0))
@@ -90,9 +94,15 @@ def build_dataset(source: RecordSource,
     read_cycle = cycle_length if shuffle else 1
 
     base = None
+    parsed = bool(cache) and cache_parsed
+    if parsed and getattr(source, "reads_in_chunks", False):
+        raise DataError("cache_parsed=True needs records that parse one by one; this source "
+                        "prepares records in chunks: leave cache_parsed off.")
     if cache or not source.shuffles_files:
         # A cache replays the first pass, so the stream under it must not depend on the epoch.
         base = source.records(own, None, read_cycle)
+        if parsed:
+            base = base.map(source.parse, num_parallel_calls=AUTOTUNE, deterministic=True)
         if cache:
             base = base.cache(_cache_file(cache, plan))
 
@@ -122,7 +132,7 @@ def build_dataset(source: RecordSource,
     ds = source.prepare(ds).prefetch(AUTOTUNE)
 
     def decode(record, seed_of_epoch, element):
-        sample = source.parse(record)
+        sample = record if parsed else source.parse(record)
         return map_fn(sample, tf.stack([seed_of_epoch, element])) if map_fn else sample
 
     ds = ds.map(decode, num_parallel_calls=AUTOTUNE)

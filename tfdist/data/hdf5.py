@@ -84,6 +84,8 @@ class HDF5Source(IndexedSource):
         files, counts = split_files(folder, manifest, split)
         return cls(files, names or list(manifest["features"]), counts, **kwargs)
 
+    reads_in_chunks = True  # prepare() reads rows; parse() cannot run before the cache
+
     def prepare(self, ds):
         # Rows travel in chunks: one h5py read per chunk and file instead of one per row.
         dtypes = [tf.as_dtype(self.specs[n][1]) for n in self.names]
