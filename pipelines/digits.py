@@ -84,16 +84,17 @@ def dataset(split: str,
     if split not in ("train", "test"):
         raise DataError(f"digits has splits 'train' and 'test'; received split={split!r}.")
     source = TFRecordSource.from_folder(packed_dir(data_dir), split)
-    return build_dataset(source,
-                         input_context,
-                         batch_size,
-                         map_fn=_features_labels,
-                         seed=seed,
-                         shuffle=shuffle and split == "train",
-                         epoch=epoch,
-                         repeat=repeat,
-                         drop_remainder=drop_remainder,
-                         shard_by=shard_by,
-                         cache=cache,
-                         cache_parsed=True,  # ~0.4 MB parsed: replay it, never parse twice
-                         **options)
+    return build_dataset(
+        source,
+        input_context,
+        batch_size,
+        map_fn=_features_labels,
+        seed=seed,
+        shuffle=shuffle and split == "train",
+        epoch=epoch,
+        repeat=repeat,
+        drop_remainder=drop_remainder,
+        shard_by=shard_by,
+        cache=cache,
+        cache_parsed=True,  # ~0.4 MB parsed: replay it, never parse twice
+        **options)
