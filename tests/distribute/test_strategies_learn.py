@@ -35,6 +35,14 @@ def test_digits_reaches_097(strategy, n, extra, replicas, tmp_path):
     assert (metrics["world_size"], metrics["num_replicas"]) == (n, replicas)
     assert metrics["final"]["test_accuracy"] >= 0.97, metrics["final"]
     assert metrics["samples_per_sec"] > 0
+    # The input-wait share: timed in every synchronous engine's step (one share per task per
+    # epoch); parameter_server steps run on remote workers and are not timed.
+    epochs = metrics["epochs"]
+    if strategy == "parameter_server":
+        assert metrics["input_wait"] is None and metrics["epoch_input_wait"] == [None] * epochs
+    else:
+        assert 0 <= metrics["input_wait"] < 1 and len(metrics["epoch_input_wait"]) == epochs
+        assert all(len(shares) == n for shares in metrics["epoch_input_wait_per_task"])
     # Only the chief writes the run directory.
     assert sorted(p.name for p in model_dir.iterdir()) == [
         "checkpoints", "logs", "metrics.json", "model.keras"

@@ -123,7 +123,7 @@ class MultiWorkerEngine(_ClusterEngine):
             implementation=_IMPLEMENTATIONS[implementation])
         self.strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=_resolver(roles),
                                                                   communication_options=comm)
-        self._sum_fn = None
+        self._sum_fn = self._gather_fn = None
 
     def _all_reduce_sum(self, value: float) -> float:
         if self._sum_fn is None:
@@ -139,6 +139,18 @@ class MultiWorkerEngine(_ClusterEngine):
 
     def any_task(self, flag: bool) -> bool:
         return self._all_reduce_sum(1.0 if flag else 0.0) > 0
+
+    def gather_floats(self, value: float) -> list[float]:
+        if self._gather_fn is None:
+            strategy = self.strategy
+
+            @tf.function
+            def _gather(x):
+                per_replica = strategy.run(lambda: tf.reshape(x, [1]))
+                return strategy.gather(per_replica, axis=0)
+
+            self._gather_fn = _gather
+        return [float(v) for v in self._gather_fn(tf.constant(value, tf.float32)).numpy()]
 
     def barrier(self) -> None:
         self._all_reduce_sum(1.0)

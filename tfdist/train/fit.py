@@ -175,7 +175,8 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         optimizer = rt.optimizer(make_optimizer(cfg.optimizer, learning_rate(rt, cfg, steps)))
         compiled(model, optimizer)
 
-    meter = ThroughputMeter(global_batch, steps)
+    # Keras's epoch line (verbose=2 on the chief) shows samples_per_sec and input_wait.
+    meter = ThroughputMeter.for_runtime(rt, cfg.batch_size, steps, log_epochs=False)
     callbacks = rt.callbacks() + [meter]
     saver = None
     if cfg.model_dir:
@@ -237,6 +238,11 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         "pipeline": cfg.pipeline,
         "samples_per_sec": meter.steady_samples_per_sec,
         "epoch_samples_per_sec": meter.epoch_rates,
+        # Share of step time spent waiting for the input batch (the most-waiting task's), None
+        # where not timed (parameter_server).
+        "input_wait": meter.steady_input_wait,
+        "epoch_input_wait": meter.epoch_input_wait,
+        "epoch_input_wait_per_task": meter.epoch_input_wait_per_task,
         "final": {
             "loss": float(history.history["loss"][-1]) if history.history else None,
             "accuracy": float(history.history["accuracy"][-1]) if history.history else None,

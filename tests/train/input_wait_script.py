@@ -1,0 +1,69 @@
+"""Train with a slow or a fast input and record the meter's input-wait share of each epoch.
+
+argv: STRATEGY DELAY_SECONDS_PER_BATCH OUT [CPU_DEVICES]. DELAY 0: batches come from memory and a
+large step computes (input waits are tiny); DELAY > 0: every batch sleeps that long in the pipeline
+and the step is small (the steps mostly wait).
+"""
+
+import json
+import sys
+import time
+
+import numpy as np
+
+import tfdist
+import tensorflow as tf
+from tfdist.train.throughput import ThroughputMeter
+
+STEPS_PER_EPOCH, EPOCHS, BATCH = 12, 3, 64
+
+
+def main(strategy, delay, out, cpu_devices="0"):
+    delay = float(delay)
+    options = {"cpu_devices": int(cpu_devices)} if int(cpu_devices) else {}
+    rt = tfdist.init(strategy=strategy, **options)
+    x = np.random.RandomState(0).rand(1024, 64).astype("float32")
+    y = (x.sum(axis=1) > 32).astype("int64")
+
+    def sleep(features, labels):
+        # A Python call per batch that sleeps: an input pipeline slower than the step.
+        done = tf.py_function(lambda: time.sleep(delay) or 0, [], tf.int32)
+        with tf.control_dependencies([done]):
+            return tf.identity(features), tf.identity(labels)
+
+    def input_fn(ctx):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(ctx.num_input_pipelines,
+                                                              ctx.input_pipeline_id)
+        ds = ds.cache().repeat().batch(BATCH)
+        return (ds.map(sleep) if delay else ds).prefetch(tf.data.AUTOTUNE)
+
+    width = 64 if delay else 2048
+    with rt.scope():
+        model = tf.keras.Sequential([
+            tf.keras.layers.Input((64, )),
+            tf.keras.layers.Dense(width, activation="relu"),
+            tf.keras.layers.Dense(width, activation="relu"),
+            tf.keras.layers.Dense(2)
+        ])
+        model.compile(rt.optimizer(tf.keras.optimizers.SGD(0.01)),
+                      tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    meter = ThroughputMeter.for_runtime(rt, BATCH, STEPS_PER_EPOCH)
+    history = model.fit(rt.dataset(input_fn),
+                        epochs=EPOCHS,
+                        steps_per_epoch=STEPS_PER_EPOCH,
+                        verbose=0,
+                        callbacks=rt.callbacks() + [meter])
+    with open(f"{out}.{rt.rank}", "w") as f:
+        json.dump(
+            {
+                "input_wait": meter.epoch_input_wait,
+                "per_task": meter.epoch_input_wait_per_task,
+                "history": history.history.get("input_wait"),
+                "samples_per_sec": meter.epoch_rates,
+                "replicas": rt.num_replicas
+            }, f)
+    rt.shutdown()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,62 @@
+"""The input-wait share of the throughput meter: real training processes with an input pipeline
+slower than the step (most of the time waiting, a warning) or faster (hardly any, no warning)."""
+
+import json
+import sys
+
+import pytest
+
+from tests.distribute.conftest import launch, needs_horovod, run
+
+SCRIPT = __file__.replace("test_input_wait.py", "input_wait_script.py")
+WARNING = "the input pipeline is the bottleneck"
+DELAY = "0.03"  # seconds per batch; a step of the small model takes ~1 ms
+
+
+def _single(tmp_path, strategy, delay, *extra):
+    out = tmp_path / "out.json"
+    r = run([sys.executable, SCRIPT, strategy, delay, str(out), *extra], timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads((tmp_path / "out.json.0").read_text()), r.stderr
+
+
+def test_fast_input_hardly_waits(tmp_path):
+    result, stderr = _single(tmp_path, "auto", "0")
+    steady = result["input_wait"][1:]
+    assert all(0 <= s < 0.10 for s in steady), result
+    assert WARNING not in stderr
+    assert result["history"] == result["input_wait"]  # also in the epoch logs (History)
+
+
+def test_slow_input_waits_and_warns(tmp_path):
+    result, stderr = _single(tmp_path, "auto", DELAY)
+    steady = result["input_wait"][1:]
+    assert all(s > 0.5 for s in steady), result
+    # One warning per epoch after the first (which also fills the pipeline and traces the step).
+    assert stderr.count(WARNING) == len(steady), stderr[-3000:]
+    assert "epoch 2: steps waited for input" in stderr
+
+
+@pytest.mark.slow
+def test_slow_input_under_mirrored_two_devices(tmp_path):
+    result, stderr = _single(tmp_path, "mirrored", DELAY, "2")
+    assert result["replicas"] == 2
+    assert all(s > 0.5 for s in result["input_wait"][1:]), result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["multi_worker", pytest.param("horovod", marks=needs_horovod)])
+def test_slow_input_on_two_tasks(strategy, tmp_path):
+    out = tmp_path / "out.json"
+    r = launch(2, sys.executable, SCRIPT, strategy, DELAY, str(out), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    results = [json.loads((tmp_path / f"out.json.{rank}").read_text()) for rank in (0, 1)]
+    # Every task holds every task's share; the reported one is the largest.
+    assert results[0]["per_task"] == results[1]["per_task"]
+    for shares, share in zip(results[0]["per_task"], results[0]["input_wait"]):
+        assert len(shares) == 2 and share == max(shares)
+    assert all(s > 0.5 for s in results[0]["input_wait"][1:]), results[0]
+    # The chief alone warns, once per epoch after the first, naming the task that waited.
+    lines = [line for line in r.stdout.splitlines() if WARNING in line]
+    assert len(lines) == 2 and all(line.startswith("[0] ") for line in lines), r.stdout[-3000:]
+    assert all(" on task " in line for line in lines)

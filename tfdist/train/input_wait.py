@@ -1,0 +1,72 @@
+"""Time each training step spends waiting for its input batch, inside the step itself.
+
+Keras fetches the batch (`next(iterator)`) and runs the step in one traced function, so nothing
+outside it can tell waiting from computing. `time_input_waits` rebuilds that function the way
+tf_keras 2.18's `Model.make_train_function` does for one step per call, with two timestamps
+around the fetch, and adds the wait to a variable: no extra call or host sync per step.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import tensorflow as tf
+
+log = logging.getLogger("tfdist")
+
+
+def unsupported(model) -> Optional[str]:
+    """Why the input wait of this model's fit cannot be timed, or None."""
+    if getattr(model, "_cluster_coordinator", None) is not None:
+        return "parameter_server schedules steps on remote workers"
+    steps = getattr(model, "_steps_per_execution", None)
+    if getattr(model, "autotune_steps_per_execution",
+               False) or (steps is not None and int(steps.numpy().item()) != 1):
+        return "steps_per_execution is not 1"
+    try:
+        from tf_keras.src.engine import training  # noqa: F401
+    except ImportError:
+        return "tf_keras 2.x is not the Keras in use"
+    return None
+
+
+def time_input_waits(model) -> Optional[tf.Variable]:
+    """Replace model.train_function (call from on_train_begin: fit has just made it) by one that
+    also adds each step's wait for input, in seconds, to the returned variable. None, with the
+    reason logged, when this fit cannot be timed."""
+    reason = unsupported(model)
+    if reason:
+        log.info("input wait not measured: %s.", reason)
+        return None
+    from tf_keras.src.engine.training import _minimum_control_deps, reduce_per_replica
+
+    # Created inside fit's strategy scope, by every task in the same order as its other
+    # callbacks' variables; each task adds and reads its own waits (no aggregation).
+    waited = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="tfdist_input_wait")
+    strategy = model.distribute_strategy
+
+    def run_step(data):
+        outputs = model.train_step(data)
+        with tf.control_dependencies(_minimum_control_deps(outputs)):
+            model._train_counter.assign_add(1)
+        return outputs
+
+    if model.jit_compile:
+        run_step = tf.function(run_step, jit_compile=True, reduce_retracing=True)
+
+    def train_function(iterator):
+        start = tf.timestamp()
+        with tf.control_dependencies([start]):
+            data = next(iterator)
+        with tf.control_dependencies(tf.nest.flatten(data, expand_composites=True)):
+            arrived = tf.timestamp()
+        waited.assign_add(arrived - start)
+        outputs = strategy.run(run_step, args=(data, ))
+        return reduce_per_replica(outputs, strategy, reduction=model.distribute_reduction_method)
+
+    if not model.run_eagerly:
+        train_function = tf.function(train_function, reduce_retracing=True)
+        model.train_tf_function = train_function
+    model.train_function = train_function
+    return waited
