@@ -20,10 +20,11 @@ class ThroughputMeter(tf.keras.callbacks.Callback):
     that steps spent waiting for their batch (None where it cannot be timed, see
     tfdist.train.input_wait). With `gather` (an engine's gather_floats: every task's value), the
     share is the largest of all tasks': in synchronous training the others wait for that task in
-    the all-reduce instead, so their own input waits hide the stall. Both go into the epoch's Keras logs (so History and the
-    verbose=2 line show them); `log_epochs` also logs one line per epoch. `warn`: a warning
-    when the share passes `stall_warning`, from the second epoch of a fit on (the first also
-    fills the pipeline and traces the step). The steady figures leave out the first epoch.
+    the all-reduce instead, so their own input waits hide the stall. Both go into the epoch's
+    Keras logs (so History and the verbose=2 line show them); `log_epochs` also logs one line per
+    epoch. `warn`: a warning when the share passes `stall_warning`, from the second epoch of a fit
+    on (the first also fills the pipeline and traces the step). The steady figures leave out the
+    first epoch.
 
     Every task needs its own meter in the same place of its callback list (the wait variable is
     created inside model.fit, like the model's own).
