@@ -64,7 +64,7 @@ def info(data_dir: str | None = None, **options) -> dict:
     }
 
 
-def _features_labels(sample, seed):
+def _features_labels(sample):
     return sample["image"], tf.cast(sample["label"], tf.int32)
 
 
@@ -84,11 +84,12 @@ def dataset(split: str,
     if split not in ("train", "test"):
         raise DataError(f"digits has splits 'train' and 'test'; received split={split!r}.")
     source = TFRecordSource.from_folder(packed_dir(data_dir), split)
+    parse = source.parse
+    source.parse = lambda record: _features_labels(parse(record))  # cached as (image, label)
     return build_dataset(
         source,
         input_context,
         batch_size,
-        map_fn=_features_labels,
         seed=seed,
         shuffle=shuffle and split == "train",
         epoch=epoch,

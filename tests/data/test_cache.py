@@ -53,22 +53,25 @@ def test_cache_is_read_once_even_when_batches_are_cut(tmp_path):
     assert glob.glob(str(tmp_path / "tfdist-cache-*.index"))
 
 
-def test_cache_parsed_replays_parsed_samples(even_tfrecord, even_hdf5):
+def _counted(source):
+    """The source, with a Python call per parsed record appended to the returned list."""
     import tensorflow as tf
 
-    import tfdist.data as td
-
-    calls = []
-    source = helpers.source("tfrecord", even_tfrecord)
-    parse = source.parse
+    calls, parse = [], source.parse
 
     def counted(record):
-        # A Python call per parsed record: how many times parse ran over two epochs.
         tick = tf.py_function(lambda: calls.append(1) or 0, [], tf.int32)
         with tf.control_dependencies([tick]):
             return tf.nest.map_structure(tf.identity, parse(record))
 
     source.parse = counted
+    return source, calls
+
+
+def test_cache_parsed_replays_parsed_samples(even_tfrecord, even_hdf5):
+    import tfdist.data as td
+
+    source, calls = _counted(helpers.source("tfrecord", even_tfrecord))
     replayed = _epochs(source, cache="memory", cache_parsed=True)
     assert len(calls) == 60, "parse ran again after the first pass"
     # Same samples in the same order as a cache of unparsed records.
@@ -80,3 +83,30 @@ def test_cache_parsed_replays_parsed_samples(even_tfrecord, even_hdf5):
                          4,
                          cache="memory",
                          cache_parsed=True)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_cache_parsed_without_map_reads_once_when_batches_are_cut(tmp_path, shuffle):
+    # 103 records over 2 pipelines of batch 4 keep 96; no map_fn: batches straight from the cache.
+    import tfdist.data as td
+
+    folder = helpers.write_ids(str(tmp_path / "data"), 103, 1)
+
+    def batches(source, **kwargs):
+        ds = td.build_dataset(source,
+                              td.make_input_context(2, 0, 2),
+                              4,
+                              seed=1,
+                              shuffle=shuffle,
+                              repeat=True,
+                              cache="memory",
+                              **kwargs)
+        return [b["id"].tolist() for b in ds.take(36).as_numpy_iterator()]
+
+    source, calls = _counted(helpers.source("tfrecord", folder))
+    parsed = batches(source, cache_parsed=True)
+    assert len(calls) == 103, "the cache was not complete after the first pass"
+    assert parsed == batches(helpers.source("tfrecord", folder))
+    epochs = [helpers.flat(parsed[k:k + 12]) for k in (0, 12, 24)]
+    assert all(len(e) == 48 and len(set(e)) == 48 for e in epochs)
+    assert (epochs[0] != epochs[1]) == shuffle

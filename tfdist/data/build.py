@@ -106,6 +106,13 @@ def build_dataset(source: RecordSource,
         if cache:
             base = base.cache(_cache_file(cache, plan))
 
+    # A shuffle whose buffer holds the whole stream reads it to its end (so the cache is complete)
+    # before the cut to full batches can stop reading.
+    whole_shuffle = shuffle and buffer >= sum(source.counts[i] for i in own)
+    # Parsed samples that need no map: no function runs per record (a few us each on a core the
+    # training step shares), the epochs are only shuffles, shards and batches of the cache.
+    plain = parsed and map_fn is None
+
     def one_epoch(e):
         # The order must depend on (seed, epoch) alone, not on a global seed the user set (with
         # one, tf.data also rejects a tensor op seed): clear it in this traced function only.
@@ -116,9 +123,11 @@ def build_dataset(source: RecordSource,
         if shuffle:
             records = records.shuffle(buffer, seed=s, reshuffle_each_iteration=False)
         if plan.keep is not None:
-            records = _keep_first(records, plan.keep, complete=bool(cache))
+            records = _keep_first(records, plan.keep, complete=bool(cache) and not whole_shuffle)
         if plan.by == "record" and num > 1:
             records = records.shard(num, pid)
+        if plain:
+            return records
         # (record, epoch seed, element number k * N + i): the parts of a per-sample seed, built
         # by C++ ops only (zip, repeat, range), with no Python function run per record.
         return tf.data.Dataset.zip((records, tf.data.Dataset.from_tensors(s).repeat(),
@@ -127,15 +136,16 @@ def build_dataset(source: RecordSource,
     # One traced function builds every epoch, endless or not, so both give the same orders.
     last = tf.int64.max if repeat else epoch + 1
     ds = tf.data.Dataset.range(epoch, last).flat_map(one_epoch)
-    # Records queue up ahead of the decode map, so a new epoch's shuffle buffer fills while the
-    # map still works on the last one's records.
-    ds = source.prepare(ds).prefetch(AUTOTUNE)
+    if not plain:
+        # Records queue up ahead of the decode map, so a new epoch's shuffle buffer fills while
+        # the map still works on the last one's records.
+        ds = source.prepare(ds).prefetch(AUTOTUNE)
 
-    def decode(record, seed_of_epoch, element):
-        sample = record if parsed else source.parse(record)
-        return map_fn(sample, tf.stack([seed_of_epoch, element])) if map_fn else sample
+        def decode(record, seed_of_epoch, element):
+            sample = record if parsed else source.parse(record)
+            return map_fn(sample, tf.stack([seed_of_epoch, element])) if map_fn else sample
 
-    ds = ds.map(decode, num_parallel_calls=AUTOTUNE)
+        ds = ds.map(decode, num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     if not repeat and getattr(source, "exact_counts", True):
         # The plan knows the batch count: ds.cardinality() then says the steps of one epoch.
