@@ -7,9 +7,10 @@ Writes OUT_PREFIX.rank<R>.json (R from TFDIST_LAUNCH_RANK, HOROVOD_RANK or RANK)
 time.time(), so the driver can subtract its own launch time. The hooks wrap tf_keras'
 CallbackList when tf_keras is imported (nothing is imported here: the program picks its Keras).
 
---exit_after_train: end the process (status 0) as soon as model.fit returns, so the runs stop
-paying for what each program does after training (evaluation, saving): every rank has finished
-its last step and all-reduce by then.
+--exit_after_train: end the process (status 0) when model.fit returns, so the runs stop paying
+for what each program does after training (evaluation, saving). It waits one second first: a rank
+that is done with the last collective (all-reduce, or tfdist's epoch-end gather) may still have to
+serve its part of it to a peer (TensorFlow's ring pulls buffers over gRPC).
 
 --pin: bind this rank to one core (core = rank mod cores), as `taskset -c CORE` does, and give
 TensorFlow one intra-op thread (TF_NUM_INTRAOP_THREADS=1, OMP_NUM_THREADS=1).
@@ -90,6 +91,7 @@ def patch_callback_list(module) -> None:
         record["train_end"] = time.time()
         write()
         if _out["exit_after_train"]:
+            time.sleep(1.0)
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(0)
