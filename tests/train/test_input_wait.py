@@ -60,3 +60,14 @@ def test_slow_input_on_two_tasks(strategy, tmp_path):
     lines = [line for line in r.stdout.splitlines() if WARNING in line]
     assert len(lines) == 2 and all(line.startswith("[0] ") for line in lines), r.stdout[-3000:]
     assert all(" on task " in line for line in lines)
+
+
+@pytest.mark.slow
+def test_slow_input_under_parameter_server(tmp_path):
+    # chief + 1 ps + 1 worker: the worker runs the steps and adds its waits on the ps.
+    out = tmp_path / "out.json"
+    r = launch(3, sys.executable, SCRIPT, "parameter_server", DELAY, str(out), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    result = json.loads((tmp_path / "out.json.0").read_text())
+    assert all(s > 0.5 for s in result["input_wait"][1:]), result
+    assert sum(WARNING in line for line in r.stdout.splitlines()) == 2, r.stdout[-3000:]

@@ -238,8 +238,8 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         "pipeline": cfg.pipeline,
         "samples_per_sec": meter.steady_samples_per_sec,
         "epoch_samples_per_sec": meter.epoch_rates,
-        # Share of step time spent waiting for the input batch (the most-waiting task's), None
-        # where not timed (parameter_server).
+        # Share of step time spent waiting for the input batch: the most-waiting task's
+        # (parameter_server: the workers' mean); None where not timed.
         "input_wait": meter.steady_input_wait,
         "epoch_input_wait": meter.epoch_input_wait,
         "epoch_input_wait_per_task": meter.epoch_input_wait_per_task,

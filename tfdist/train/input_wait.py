@@ -18,8 +18,6 @@ log = logging.getLogger("tfdist")
 
 def unsupported(model) -> Optional[str]:
     """Why the input wait of this model's fit cannot be timed, or None."""
-    if getattr(model, "_cluster_coordinator", None) is not None:
-        return "parameter_server schedules steps on remote workers"
     steps = getattr(model, "_steps_per_execution", None)
     if getattr(model, "autotune_steps_per_execution",
                False) or (steps is not None and int(steps.numpy().item()) != 1):
@@ -31,10 +29,19 @@ def unsupported(model) -> Optional[str]:
     return None
 
 
+def workers(model) -> int:
+    """How many processes run steps at once and add their waits to one variable: the workers of
+    a parameter-server cluster, else 1 (each synchronous task keeps its own variable)."""
+    if getattr(model, "_cluster_coordinator", None) is None:
+        return 1
+    return max(1, int(getattr(model.distribute_strategy.extended, "_num_workers", 1)))
+
+
 def time_input_waits(model) -> Optional[tf.Variable]:
     """Replace model.train_function (call from on_train_begin: fit has just made it) by one that
     also adds each step's wait for input, in seconds, to the returned variable. None, with the
-    reason logged, when this fit cannot be timed."""
+    reason logged, when this fit cannot be timed. Under parameter_server the steps run on the
+    workers and the variable lives on a parameter server: it sums every worker's waits."""
     reason = unsupported(model)
     if reason:
         log.info("input wait not measured: %s.", reason)
@@ -42,7 +49,7 @@ def time_input_waits(model) -> Optional[tf.Variable]:
     from tf_keras.src.engine.training import _minimum_control_deps, reduce_per_replica
 
     # Created inside fit's strategy scope, by every task in the same order as its other
-    # callbacks' variables; each task adds and reads its own waits (no aggregation).
+    # callbacks' variables; each synchronous task adds and reads its own waits (no aggregation).
     waited = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="tfdist_input_wait")
     strategy = model.distribute_strategy
 
@@ -68,5 +75,10 @@ def time_input_waits(model) -> Optional[tf.Variable]:
     if not model.run_eagerly:
         train_function = tf.function(train_function, reduce_retracing=True)
         model.train_tf_function = train_function
-    model.train_function = train_function
+    coordinator = getattr(model, "_cluster_coordinator", None)
+    if coordinator is not None:
+        model.train_function = lambda iterator: coordinator.schedule(train_function,
+                                                                     args=(iterator, ))
+    else:
+        model.train_function = train_function
     return waited

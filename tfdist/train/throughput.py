@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 import tensorflow as tf
 
-from tfdist.train.input_wait import time_input_waits
+from tfdist.train.input_wait import time_input_waits, workers
 
 log = logging.getLogger("tfdist")
 
@@ -46,10 +46,11 @@ class ThroughputMeter(tf.keras.callbacks.Callback):
         self.epoch_input_wait_per_task: list[list[float]] = []
         self._waited: Optional[tf.Variable] = None
         self._start = self._train_end = self._waited_at_start = 0.0
-        self._fit_epochs = 0
+        self._fit_epochs, self._workers = 0, 1
 
     def on_train_begin(self, logs=None):
         self._waited = time_input_waits(self.model)
+        self._workers = workers(self.model)  # parameter_server: one variable sums all workers
         self._fit_epochs = 0
 
     def _waited_seconds(self) -> float:
@@ -70,7 +71,8 @@ class ThroughputMeter(tf.keras.callbacks.Callback):
         rate = self.samples_per_epoch / seconds
         share = None
         if self._waited is not None:
-            share = min(1.0, max(0.0, (self._waited_seconds() - self._waited_at_start) / seconds))
+            waited = (self._waited_seconds() - self._waited_at_start) / self._workers
+            share = min(1.0, max(0.0, waited / seconds))
             shares = self.gather(share) if self.gather else [share]
             self.epoch_input_wait_per_task.append(shares)
             share = max(shares)
