@@ -13,6 +13,7 @@ import numpy as np
 
 import tfdist
 import tensorflow as tf
+from tfdist.train.preemption import StepPreemptionHandler
 from tfdist.train.throughput import ThroughputMeter
 
 STEPS_PER_EPOCH, EPOCHS, BATCH = 12, 3, 64
@@ -35,7 +36,9 @@ def main(strategy, delay, out, cpu_devices="0"):
         ds = tf.data.Dataset.from_tensor_slices((x, y)).shard(ctx.num_input_pipelines,
                                                               ctx.input_pipeline_id)
         ds = ds.cache().repeat().batch(BATCH)
-        return (ds.map(sleep) if delay else ds).prefetch(tf.data.AUTOTUNE)
+        # A slow pipeline may run one batch ahead, no more: batches it buffered while the first
+        # epoch traced would hide its speed in the next epochs.
+        return ds.map(sleep).prefetch(1) if delay else ds.prefetch(tf.data.AUTOTUNE)
 
     width = 64 if delay else 2048
     with rt.scope():
@@ -48,11 +51,14 @@ def main(strategy, delay, out, cpu_devices="0"):
         model.compile(rt.optimizer(tf.keras.optimizers.SGD(0.01)),
                       tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     meter = ThroughputMeter.for_runtime(rt, BATCH, STEPS_PER_EPOCH)
+    # Tasks agree on preemption about every 0.2 s: with ~30 ms steps, every ~7 steps.
+    stop = StepPreemptionHandler(2, several_tasks=rt.world_size > 1, check_seconds=0.2)
     history = model.fit(rt.dataset(input_fn),
                         epochs=EPOCHS,
                         steps_per_epoch=STEPS_PER_EPOCH,
                         verbose=0,
-                        callbacks=rt.callbacks() + [meter])
+                        callbacks=rt.callbacks() + [meter] +
+                        ([] if strategy == "parameter_server" else [stop.attach(rt.engine, None)]))
     with open(f"{out}.{rt.rank}", "w") as f:
         json.dump(
             {
@@ -60,7 +66,8 @@ def main(strategy, delay, out, cpu_devices="0"):
                 "per_task": meter.epoch_input_wait_per_task,
                 "history": history.history.get("input_wait"),
                 "samples_per_sec": meter.epoch_rates,
-                "replicas": rt.num_replicas
+                "replicas": rt.num_replicas,
+                "agreements": stop.agreements
             }, f)
     rt.shutdown()
 

@@ -60,6 +60,15 @@ def test_slow_input_on_two_tasks(strategy, tmp_path):
     lines = [line for line in r.stdout.splitlines() if WARNING in line]
     assert len(lines) == 2 and all(line.startswith("[0] ") for line in lines), r.stdout[-3000:]
     assert all(" on task " in line for line in lines)
+    # The preemption check: every task agreed at the same steps on the interval the chief set
+    # from its step time (first after 2 steps, then about 0.2 s of steps of ~30 ms or less).
+    agreements = results[0]["agreements"]
+    assert agreements == results[1]["agreements"] and len(agreements) >= 3, agreements
+    assert agreements[0][0] == 2
+    for (step, interval), (next_step, _) in zip(agreements, agreements[1:]):
+        assert next_step - step == interval
+    intervals = [interval for _, interval in agreements]
+    assert all(2 <= i <= 1000 for i in intervals) and max(intervals) >= 5, agreements
 
 
 @pytest.mark.slow

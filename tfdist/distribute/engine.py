@@ -61,10 +61,11 @@ class Engine:
         training task must call it at the same point)."""
         return flag
 
-    def gather_floats(self, value: float) -> list[float]:
-        """`value` of every training task (collective, like any_task; a task with several local
-        replicas appears once per replica)."""
-        return [value]
+    def gather_floats(self, values: list[float]) -> list[list[float]]:
+        """`values` (the same length on every task) of every training task, in rank order
+        (collective, like any_task; a task with several local replicas appears once per
+        replica)."""
+        return [list(values)]
 
     def barrier(self) -> None:
         """Wait until every training task reaches this point."""

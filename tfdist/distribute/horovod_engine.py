@@ -63,9 +63,10 @@ class HorovodEngine(Engine):
         value = tf.constant(1.0 if flag else 0.0)
         return float(self.hvd.allreduce(value, op=self.hvd.Sum, name="tfdist_any_task")) > 0
 
-    def gather_floats(self, value: float) -> list[float]:
-        values = self.hvd.allgather(tf.constant([value], tf.float32), name="tfdist_gather_floats")
-        return [float(v) for v in values.numpy()]
+    def gather_floats(self, values: list[float]) -> list[list[float]]:
+        gathered = self.hvd.allgather(tf.constant([values], tf.float32),
+                                      name="tfdist_gather_floats")
+        return [[float(v) for v in row] for row in gathered.numpy()]
 
     def barrier(self) -> None:
         horovod_setup.barrier()

@@ -140,17 +140,18 @@ class MultiWorkerEngine(_ClusterEngine):
     def any_task(self, flag: bool) -> bool:
         return self._all_reduce_sum(1.0 if flag else 0.0) > 0
 
-    def gather_floats(self, value: float) -> list[float]:
+    def gather_floats(self, values: list[float]) -> list[list[float]]:
         if self._gather_fn is None:
             strategy = self.strategy
 
-            @tf.function
+            @tf.function(reduce_retracing=True)
             def _gather(x):
-                per_replica = strategy.run(lambda: tf.reshape(x, [1]))
+                per_replica = strategy.run(lambda: tf.expand_dims(x, 0))
                 return strategy.gather(per_replica, axis=0)
 
             self._gather_fn = _gather
-        return [float(v) for v in self._gather_fn(tf.constant(value, tf.float32)).numpy()]
+        gathered = self._gather_fn(tf.constant(values, tf.float32)).numpy()
+        return [[float(v) for v in row] for row in gathered]
 
     def barrier(self) -> None:
         self._all_reduce_sum(1.0)

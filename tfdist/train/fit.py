@@ -186,8 +186,10 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         if cfg.tensorboard and rt.is_chief:
             callbacks.append(tf.keras.callbacks.TensorBoard(os.path.join(cfg.model_dir, "logs")))
     if rt.strategy_name != "parameter_server":  # PS refuses batch-level callbacks
-        # Several tasks agree every 10 steps (one scalar all-reduce), a single one every step.
-        preemption = StepPreemptionHandler(10 if rt.world_size > 1 else 1, taking_over=preemption)
+        # Several tasks agree about once a second (one tiny collective), a single one every step.
+        preemption = StepPreemptionHandler(10 if rt.world_size > 1 else 1,
+                                           taking_over=preemption,
+                                           several_tasks=rt.world_size > 1)
     callbacks.append(preemption.attach(rt.engine, saver))
 
     verbose = cfg.verbose if cfg.verbose is not None else (1 if sys.stdout.isatty() else 2)

@@ -1,8 +1,9 @@
 """Preemption and the Slurm time limit: stop at an agreed step, checkpoint, requeue or exit 75.
 
-`sbatch --signal=USR1@60` (or a scheduler's SIGTERM) reaches every task. Each records it; every
-`check_steps` steps the training tasks agree (one tiny all-reduce) whether any of them was
-signalled, so all stop after the same step and the collective checkpoint lines up.
+`sbatch --signal=USR1@60` (or a scheduler's SIGTERM) reaches every task. Each records it; about
+every second (a step count that rank 0 sets) the training tasks agree in one tiny collective
+whether any of them was signalled, so all stop after the same step and the collective checkpoint
+lines up.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 import os
 import signal
 import subprocess
+import time
 from typing import Optional
 
 import tensorflow as tf
@@ -62,28 +64,63 @@ class PreemptionHandler(tf.keras.callbacks.Callback):
 
 
 class StepPreemptionHandler(PreemptionHandler):
-    """Also checks every `check_steps` steps (one scalar all-reduce when there are several tasks),
-    so a job stops within seconds, mid-epoch, and checkpoints that step."""
+    """Also checks between epochs' ends, so a job stops within seconds, mid-epoch, and
+    checkpoints that step. Alone it looks at its own flag after every step. With several tasks
+    (`several_tasks`) they agree in one tiny collective, first after `check_steps` steps; then
+    the chief sets the interval so that agreements come about every `check_seconds` (at least
+    `check_steps`, at most `max_steps` steps) and sends it with each agreement: small fast steps
+    do not pay for a collective each, and a signal is acted on within about check_seconds."""
 
-    def __init__(self, check_steps: int = 1, taking_over: Optional[PreemptionHandler] = None):
+    def __init__(self,
+                 check_steps: int = 1,
+                 taking_over: Optional[PreemptionHandler] = None,
+                 several_tasks: bool = False,
+                 check_seconds: float = 1.0,
+                 max_steps: int = 1000):
         super().__init__()
         if check_steps < 1:
             raise ValueError(f"check_steps={check_steps}: expected >= 1.")
-        self.check_steps = check_steps
+        self.check_steps, self.interval = check_steps, check_steps
+        self.several_tasks, self.check_seconds, self.max_steps = (several_tasks, check_seconds,
+                                                                  max_steps)
+        self.is_chief = True
+        self.agreements: list[tuple[int, int]] = []  # (step, interval set then), for the logs
         self._steps = 0
+        self._last_check = (0, time.perf_counter())
         if taking_over is not None:  # a signal the start-up handler already caught
             self.signal = taking_over.signal
 
+    def attach(self, engine, checkpoint):
+        self.is_chief = engine.is_chief
+        return super().attach(engine, checkpoint)
+
     def on_train_batch_end(self, batch, logs=None):
         self._steps += 1
-        if self._steps % self.check_steps:
+        if self._steps - self._last_check[0] < self.interval:
             return
-        if self.engine.any_task(self.signal is not None):
+        if self._agree(self.signal is not None):
             self.preempted_at = (self._epoch, batch + 1)
             if self.checkpoint is not None:
                 self.checkpoint.suspend_epoch_save = True
                 self.saved = self.checkpoint.save(*self.preempted_at)
             self.model.stop_training = True
+
+    def _agree(self, signalled: bool) -> bool:
+        if not self.several_tasks:
+            self._last_check = (self._steps, 0.0)
+            return self.engine.any_task(signalled)
+        steps, since = self._last_check
+        now = time.perf_counter()
+        proposal = 0.0
+        if self.is_chief:
+            per_step = (now - since) / max(1, self._steps - steps)
+            proposal = min(self.max_steps,
+                           max(self.check_steps, round(self.check_seconds / max(per_step, 1e-6))))
+        rows = self.engine.gather_floats([1.0 if signalled else 0.0, float(proposal)])
+        self.interval = int(max(row[1] for row in rows))  # the chief's; the others send 0
+        self.agreements.append((self._steps, self.interval))
+        self._last_check = (self._steps, now)
+        return any(row[0] > 0 for row in rows)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.preempted_at is None:

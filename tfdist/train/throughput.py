@@ -36,7 +36,7 @@ class ThroughputMeter(tf.keras.callbacks.Callback):
                  stall_warning: float = STALL_WARNING,
                  log_epochs: bool = True,
                  warn: bool = True,
-                 gather: Optional[Callable[[float], list[float]]] = None):
+                 gather: Optional[Callable[[list[float]], list[list[float]]]] = None):
         super().__init__()
         self.samples_per_epoch = global_batch_size * steps_per_epoch
         self.stall_warning = stall_warning
@@ -73,7 +73,7 @@ class ThroughputMeter(tf.keras.callbacks.Callback):
         if self._waited is not None:
             waited = (self._waited_seconds() - self._waited_at_start) / self._workers
             share = min(1.0, max(0.0, waited / seconds))
-            shares = self.gather(share) if self.gather else [share]
+            shares = [row[0] for row in self.gather([share])] if self.gather else [share]
             self.epoch_input_wait_per_task.append(shares)
             share = max(shares)
         self.epoch_rates.append(rate)
