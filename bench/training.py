@@ -1,6 +1,6 @@
 """Benchmarks 1, 3 and 4: tfdist against hand-written TensorFlow and Horovod, trained side by side.
 
-  .venv/bin/python bench/training.py [--rounds=3] [--epochs=4] [--steps_per_epoch=25]
+  .venv/bin/python bench/training.py [--rounds=5] [--epochs=4] [--steps_per_epoch=25]
 
 One matrix of training runs, repeated in --rounds rounds (each round runs every configuration
 once, tfdist and its hand-written twin back to back, their order alternating), feeds three results:
@@ -310,7 +310,7 @@ def _met(values: list, test) -> bool | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--steps_per_epoch", type=int, default=25)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
