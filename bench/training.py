@@ -9,7 +9,8 @@ once, tfdist and its hand-written twin back to back, their order alternating), f
   tfdist train` vs bench/baselines/{multi_worker,horovod}_keras.py on 2 processes, for the digits
   CNN and resnet_small (digits, 32 samples per replica, SGD + momentum, linear rate scaling).
 - weak_scaling.json (3): resnet_small with 1 vs 2 workers, same per-worker batch;
-  efficiency = samples/s(2) / (2 x samples/s(1)), for both engines and both sides.
+  efficiency = samples/s(2) / (2 x samples/s(1)), for both engines and both sides; and the
+  machine's ceiling: two independent plain processes at once (one per core) vs one alone.
 - startup.json (4): seconds from launch to the first training step (its start, and its end:
   the first step traces and compiles), 2 processes vs a single plain script; and `tfdist env`.
 
@@ -56,6 +57,10 @@ def configs() -> list[dict]:
             for side in ("tfdist", "hand"):
                 out.append(dict(engine=engine, side=side, model=model, procs=procs))
     out.append(dict(engine="plain", side="hand", model="cnn", procs=1))
+    # The machine's own ceiling for weak scaling: two plain single-process runs at once, one per
+    # core, nothing shared between them but the machine, against one alone.
+    for procs in (1, 2):
+        out.append(dict(engine="plain", side="hand", model="resnet_small", procs=procs))
     for c in out:
         c["name"] = f"{c['side']}/{c['engine']}/{c['model']}/{c['procs']}p"
     return out
@@ -90,8 +95,11 @@ def launch(cfg: dict, args, prefix: str, log: str) -> tuple[float, list[int]]:
                   dict(env, RANK=str(r), WORLD_SIZE=str(n), BASE_PORT=str(base)), log)
             for r in range(n)
         ]
-    else:
-        procs = [start(probe + [BASELINE_SCRIPT["plain"]] + train_args(cfg, args), env, log)]
+    else:  # plain: n independent processes, each pinned to its own core (RANK picks it)
+        procs = [
+            start(probe + [BASELINE_SCRIPT["plain"]] + train_args(cfg, args),
+                  dict(env, RANK=str(r)), log) for r in range(n)
+        ]
     return t0, wait_all(procs, args.timeout)
 
 
@@ -111,9 +119,16 @@ def measure(cfg: dict, args, work: str, round_index: int) -> dict:
     epochs = chief["epochs"]
     samples = PER_REPLICA_BATCH * cfg["procs"] * args.steps_per_epoch
     steady = epochs[1:] or epochs
+    rate = samples * len(steady) / (steady[-1][1] - steady[0][0])
+    if cfg["engine"] == "plain" and cfg["procs"] > 1:
+        # Independent processes: the sum of their own rates.
+        rate = 0.0
+        for r in ranks:
+            own = r["epochs"][1:] or r["epochs"]
+            rate += PER_REPLICA_BATCH * args.steps_per_epoch * len(own) / (own[-1][1] - own[0][0])
     out.update(
         ok=True,
-        samples_per_sec=round(samples * len(steady) / (steady[-1][1] - steady[0][0]), 2),
+        samples_per_sec=round(rate, 2),
         epoch_samples_per_sec=[round(samples / (e - b), 2) for b, e in epochs],
         peak_rss_mb=[r["peak_rss_mb"] for r in sorted(ranks, key=lambda r: r["rank"])],
         process_start_s=round(max(r["probe_start"] for r in ranks) - t0, 3),
@@ -229,6 +244,16 @@ def analyse(runs: list[dict], args, info: dict, env_times: dict) -> dict:
                 "goal": "efficiency >= 0.90 (resnet_small)",
                 "met": _met(eff, lambda x: x >= 0.90),
             }
+    one, two = "hand/plain/resnet_small/1p", "hand/plain/resnet_small/2p"
+    eff = [x / 2 if x is not None else None for x in paired(runs, two, one, thr)]
+    weak["limit: 2 independent plain processes"] = {
+        "one_worker": configs_summary.get(one, {}).get("samples_per_sec"),
+        "two_workers": configs_summary.get(two, {}).get("samples_per_sec"),
+        "efficiency": summary(eff, 3),
+        "efficiency_rounds": eff,
+        "goal": "the machine's ceiling: no communication at all",
+        "met": None,
+    }
     plain = configs_summary.get("hand/plain/cnn/1p", {})
     startup["plain_single_process/cnn"] = {
         "first_step_begin_s": plain.get("first_step_begin_s"),
