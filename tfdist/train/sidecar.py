@@ -30,7 +30,7 @@ def evaluate_checkpoints(model_dir: str,
                          finished: Callable[[], bool],
                          poll_seconds: float = 2.0) -> list[dict[str, Any]]:
     """Evaluate checkpoints under model_dir until `finished()` (the chief is gone) and the last
-    one is done. build_model: a compiled Keras model (with metrics); dataset: the evaluation data."""
+    one is done. build_model: a compiled Keras model (with metrics); dataset: the test data."""
     writer = tf.summary.create_file_writer(os.path.join(model_dir, EVAL_LOGS))
     results: list[dict[str, Any]] = []
     seen = None
