@@ -57,6 +57,12 @@ class Runtime:
         return self.engine.trains
 
     @property
+    def is_evaluator(self) -> bool:
+        """The parameter-server evaluator (--evaluator): it trains nothing and evaluates the
+        chief's checkpoints (tfdist.train.sidecar) until the chief has finished."""
+        return self.engine.evaluates
+
+    @property
     def rank(self) -> int:
         return self.cluster.rank
 
@@ -105,6 +111,7 @@ def init(strategy: str = "auto",
 
     Parameter-server and worker tasks of `parameter_server` serve until the chief finishes and then
     exit the process (status 0) when `serve_and_exit`, so one script serves every role unchanged.
+    The evaluator (`evaluator=True`: the last task) returns: check `rt.is_evaluator`.
     """
     require_legacy_keras()
     cluster = detect()
@@ -114,7 +121,7 @@ def init(strategy: str = "auto",
              cluster.world_size, cluster.host, engine.name, roles.task_type or "single task")
     runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling)
     _explain_uncaught_failures(engine)
-    if not engine.trains and serve_and_exit:
+    if not engine.trains and not engine.evaluates and serve_and_exit:
         engine.serve()
         log.info("tfdist: %s %s done: the chief has finished.", roles.task_type, roles.task_index)
         sys.exit(0)

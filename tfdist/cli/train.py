@@ -101,7 +101,15 @@ def main(argv: list[str]) -> None:
     except LostTaskError as e:
         print(f"tfdist train: error: {e}", file=sys.stderr, flush=True)
         os._exit(1)  # skip interpreter teardown: threads of a broken collective can hang it
-    if metrics is not None and metrics["rank"] == 0:
+    if metrics is not None and metrics.get("role") == "evaluator":
+        evaluations = metrics["evaluations"]
+        last = evaluations[-1] if evaluations else None
+        print(f"tfdist train: evaluator: {len(evaluations)} checkpoint(s) evaluated" +
+              (f"; the last, {os.path.basename(last['checkpoint'])}: test accuracy "
+               f"{last['metrics']['accuracy']:.4f}" if last else ""),
+              flush=True)
+        print("tfdist train: evaluations " + json.dumps(evaluations), flush=True)
+    elif metrics is not None and metrics["rank"] == 0:
         final = metrics["final"]
         print(
             f"tfdist train: {metrics['strategy']} x{metrics['num_replicas']} replicas: "

@@ -33,8 +33,18 @@ class Engine:
 
     @property
     def trains(self) -> bool:
-        """False for tasks that only serve (parameter servers, parameter-server workers)."""
+        """False for tasks that only serve (parameter servers, parameter-server workers) and for
+        the parameter-server evaluator."""
         return True
+
+    @property
+    def evaluates(self) -> bool:
+        """True for the parameter-server evaluator: it evaluates the chief's checkpoints."""
+        return False
+
+    def chief_finished(self) -> bool:
+        """Non-blocking: whether the chief has come and gone (the evaluator's end)."""
+        raise NotImplementedError(f"{self.name} has no task that waits for the chief")
 
     def scope(self) -> contextlib.AbstractContextManager:
         return self.strategy.scope()

@@ -167,6 +167,7 @@ class ParameterServerEngine(_ClusterEngine):
         _export_tf_config(roles)
         check_port_free(roles.port, cluster.host, cluster.rank)
         self.chief_timeout = chief_timeout
+        self._chief_watch = _ChiefWatch(roles.tf_config["cluster"]["chief"][0], chief_timeout)
         if roles.task_type == "chief":
             self.strategy = tf.distribute.experimental.ParameterServerStrategy(_resolver(roles))
         else:
@@ -180,15 +181,22 @@ class ParameterServerEngine(_ClusterEngine):
     def trains(self) -> bool:
         return self.roles.task_type == "chief"
 
+    @property
+    def evaluates(self) -> bool:
+        return self.roles.task_type == "evaluator"
+
+    def chief_finished(self) -> bool:
+        return self._chief_watch.finished()
+
     def distribute_dataset(self, dataset_fn):
         # Each worker builds its own input pipeline; model.fit then needs steps_per_epoch.
         return tf.keras.utils.experimental.DatasetCreator(dataset_fn)
 
     def serve(self) -> None:
         """Serve as ps or worker until the chief has come and gone."""
-        if self.trains:
+        if self.trains or self.evaluates:
             return
-        cluster = self.roles.tf_config["cluster"]
+        cluster = _training_cluster(self.roles)
         server = tf.distribute.Server(tf.train.ClusterSpec(cluster),
                                       job_name=self.roles.task_type,
                                       task_index=self.roles.task_index,
@@ -200,25 +208,37 @@ class ParameterServerEngine(_ClusterEngine):
             signal.signal(sig, signal.SIG_IGN)
         log.info("%s %d serving on port %d until the chief finishes", self.roles.task_type,
                  self.roles.task_index, self.roles.port)
-        _wait_for_chief(cluster["chief"][0], self.chief_timeout)
+        while not self._chief_watch.finished():
+            time.sleep(1.0)
         del server  # the process exits next; TensorFlow offers no clean server stop
 
 
-def _wait_for_chief(address: str, timeout: float) -> None:
-    """Return once the chief's server was reachable and then is not: the chief has exited."""
-    host, port = address.rsplit(":", 1)
-    seen, start = False, time.monotonic()
-    while True:
+class _ChiefWatch:
+    """Whether the chief's server was reachable and then is not: the chief has exited."""
+
+    def __init__(self, address: str, timeout: float):
+        self.address, self.timeout = address, timeout
+        self.seen, self.start = False, time.monotonic()
+
+    def finished(self) -> bool:
+        host, port = self.address.rsplit(":", 1)
         try:
             with socket.create_connection((host, int(port)), timeout=2):
-                seen = True
+                self.seen = True
+                return False
         except OSError:
-            if seen:
-                return
-            if time.monotonic() - start > timeout:
-                raise TimeoutError(f"The chief at {address} did not come up within {timeout:.0f} "
-                                   "s; is task 0 running? Check its log.") from None
-        time.sleep(1.0)
+            if self.seen:
+                return True
+            if time.monotonic() - self.start > self.timeout:
+                raise TimeoutError(
+                    f"The chief at {self.address} did not come up within "
+                    f"{self.timeout:.0f} s; is task 0 running? Check its log.") from None
+            return False
+
+
+def _training_cluster(roles) -> dict:
+    """The cluster that trains: the evaluator reads checkpoints and runs no server."""
+    return {k: v for k, v in roles.tf_config["cluster"].items() if k != "evaluator"}
 
 
 def _export_tf_config(roles) -> None:
@@ -228,7 +248,7 @@ def _export_tf_config(roles) -> None:
 
 def _resolver(roles):
     return tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec(
-        roles.tf_config["cluster"]),
+        _training_cluster(roles)),
                                                                 task_type=roles.task_type,
                                                                 task_id=roles.task_index,
                                                                 rpc_layer="grpc")

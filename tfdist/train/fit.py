@@ -35,6 +35,7 @@ class TrainConfig:
     pipeline: str = "digits"
     strategy: str = "auto"
     num_ps: int = 1
+    evaluator: bool = False  # parameter_server: the last task evaluates the checkpoints
     port: Optional[int] = None
     epochs: int = 10
     batch_size: int = 32  # per replica
@@ -79,11 +80,12 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
     preemption = PreemptionHandler()
     rt = tfdist.init(strategy=cfg.strategy,
                      num_ps=cfg.num_ps,
+                     evaluator=cfg.evaluator,
                      port=cfg.port,
                      lr_scaling=cfg.lr_scaling,
                      **cfg.engine_options)
     try:
-        return _train(rt, cfg, preemption)
+        return _evaluate(rt, cfg) if rt.is_evaluator else _train(rt, cfg, preemption)
     except Exception as e:
         message = rt.engine.explain_failure(e)
         if message:
@@ -107,6 +109,48 @@ def learning_rate(rt: Runtime, cfg: TrainConfig, steps: int):
                           total_steps=cfg.epochs * steps,
                           decay_steps=round(cfg.lr_decay_epochs * steps),
                           decay_rate=cfg.lr_decay_rate)
+
+
+def _compiled(model, optimizer):
+    import tensorflow as tf
+
+    model.compile(optimizer=optimizer,
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    return model
+
+
+def _test_split(pipeline, cfg: TrainConfig):
+    import tensorflow as tf
+
+    return pipeline.dataset("test",
+                            tf.distribute.InputContext(),
+                            256,
+                            shuffle=False,
+                            drop_remainder=False,
+                            data_dir=cfg.data_dir)
+
+
+def _evaluate(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
+    """The parameter-server evaluator: the test split on each new checkpoint of the chief."""
+    import tensorflow as tf
+
+    from tfdist.data import load_pipeline
+    from tfdist.train.models import build_model
+    from tfdist.train.sidecar import evaluate_checkpoints
+
+    if not cfg.model_dir:
+        raise ValueError("--evaluator evaluates the checkpoints in --model_dir: give --model_dir.")
+    tf.keras.mixed_precision.set_global_policy(cfg.mixed_precision)
+    pipeline = load_pipeline(cfg.pipeline)
+    info = pipeline.info(cfg.data_dir)
+    log.info("tfdist evaluator: evaluating the checkpoints in %s until the chief finishes",
+             cfg.model_dir)
+    evaluations = evaluate_checkpoints(
+        cfg.model_dir,
+        lambda: _compiled(build_model(cfg.model, info["input_shape"], info["num_classes"]), "sgd"),
+        lambda: _test_split(pipeline, cfg), rt.engine.chief_finished)
+    return {"rank": rt.rank, "role": "evaluator", "evaluations": evaluations}
 
 
 def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
@@ -164,16 +208,10 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
             ds = ds.skip(skip_steps * per_step)
         return ds
 
-    def compiled(model, optimizer):
-        model.compile(optimizer=optimizer,
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=["accuracy"])
-        return model
-
     with rt.scope():
         model = build_model(cfg.model, info["input_shape"], info["num_classes"])
         optimizer = rt.optimizer(make_optimizer(cfg.optimizer, learning_rate(rt, cfg, steps)))
-        compiled(model, optimizer)
+        _compiled(model, optimizer)
 
     # Keras's epoch line (verbose=2 on the chief) shows samples_per_sec and input_wait.
     meter = ThroughputMeter.for_runtime(rt, cfg.batch_size, steps, log_epochs=False)
@@ -213,15 +251,9 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
 
     # The test split is evaluated by a plain copy of the model, outside the strategy: the same on
     # every engine, and no collective that a task could miss.
-    local = compiled(build_model(cfg.model, info["input_shape"], info["num_classes"]), "sgd")
+    local = _compiled(build_model(cfg.model, info["input_shape"], info["num_classes"]), "sgd")
     local.set_weights(model.get_weights())
-    test = pipeline.dataset("test",
-                            tf.distribute.InputContext(),
-                            256,
-                            shuffle=False,
-                            drop_remainder=False,
-                            data_dir=cfg.data_dir)
-    test_loss, test_accuracy = local.evaluate(test, verbose=0)
+    test_loss, test_accuracy = local.evaluate(_test_split(pipeline, cfg), verbose=0)
 
     metrics = {
         "strategy": rt.strategy_name,
