@@ -73,3 +73,16 @@ def test_numpy_arrays_and_the_batch_count(drop_remainder):
         seen += [int(i) for b, _ in batches for i in b]
     assert len(seen) == len(set(seen))
     assert len(seen) == (48 if drop_remainder else 50)
+
+
+@pytest.mark.parametrize("kind", ["tfrecord", "hdf5"])
+def test_endless_pipelines_say_so(kind, even_tfrecord, even_hdf5):
+    # An iterator of unknown length costs MultiWorkerMirroredStrategy an all-reduce per step (do
+    # all workers still have data?); an endless pipeline must report infinite cardinality.
+    import tensorflow as tf
+
+    from tfdist.data import build_dataset, make_input_context
+
+    folder = even_tfrecord if kind == "tfrecord" else even_hdf5
+    ds = build_dataset(helpers.source(kind, folder), make_input_context(2, 0, 2), 4, repeat=True)
+    assert int(ds.cardinality()) == int(tf.data.INFINITE_CARDINALITY)

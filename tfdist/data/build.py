@@ -147,7 +147,11 @@ def build_dataset(source: RecordSource,
 
         ds = ds.map(decode, num_parallel_calls=AUTOTUNE)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    if not repeat and getattr(source, "exact_counts", True):
+    if repeat:
+        # Endless, and said so: under MultiWorkerMirroredStrategy an iterator of unknown length
+        # agrees with the other workers in an all-reduce at every step whether all still have data.
+        ds = ds.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    elif getattr(source, "exact_counts", True):
         # The plan knows the batch count: ds.cardinality() then says the steps of one epoch.
         batches = plan.records // batch_size if drop_remainder else -(-plan.records // batch_size)
         ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
