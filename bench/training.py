@@ -246,7 +246,7 @@ def analyse(runs: list[dict], args, info: dict, env_times: dict) -> dict:
             }
     one, two = "hand/plain/resnet_small/1p", "hand/plain/resnet_small/2p"
     eff = [x / 2 if x is not None else None for x in paired(runs, two, one, thr)]
-    weak["limit: 2 independent plain processes"] = {
+    weak["limit/2 plain procs"] = {
         "one_worker": configs_summary.get(one, {}).get("samples_per_sec"),
         "two_workers": configs_summary.get(two, {}).get("samples_per_sec"),
         "efficiency": summary(eff, 3),
