@@ -69,7 +69,7 @@ class Engine:
     def any_task(self, flag: bool) -> bool:
         """True on every training task when `flag` is true on at least one (collective: every
         training task must call it at the same point)."""
-        return flag
+        return any(row[0] > 0 for row in self.gather_floats([1.0 if flag else 0.0]))
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         """`values` (the same length on every task) of every training task, in rank order

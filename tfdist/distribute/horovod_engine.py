@@ -59,10 +59,6 @@ class HorovodEngine(Engine):
                 "lost its connection (the first failing rank's log has the cause). Training stops "
                 "here; re-run with the same --model_dir to resume from the last checkpoint.")
 
-    def any_task(self, flag: bool) -> bool:
-        value = tf.constant(1.0 if flag else 0.0)
-        return float(self.hvd.allreduce(value, op=self.hvd.Sum, name="tfdist_any_task")) > 0
-
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         gathered = self.hvd.allgather(tf.constant([values], tf.float32),
                                       name="tfdist_gather_floats")

@@ -123,22 +123,7 @@ class MultiWorkerEngine(_ClusterEngine):
             implementation=_IMPLEMENTATIONS[implementation])
         self.strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=_resolver(roles),
                                                                   communication_options=comm)
-        self._sum_fn = self._gather_fn = None
-
-    def _all_reduce_sum(self, value: float) -> float:
-        if self._sum_fn is None:
-            strategy = self.strategy
-
-            @tf.function
-            def _sum(x):
-                per_replica = strategy.run(lambda: tf.identity(x))
-                return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
-
-            self._sum_fn = _sum
-        return float(self._sum_fn(tf.constant(value, tf.float32)))
-
-    def any_task(self, flag: bool) -> bool:
-        return self._all_reduce_sum(1.0 if flag else 0.0) > 0
+        self._gather_fn = None
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         if self._gather_fn is None:
@@ -154,7 +139,7 @@ class MultiWorkerEngine(_ClusterEngine):
         return [[float(v) for v in row] for row in gathered]
 
     def barrier(self) -> None:
-        self._all_reduce_sum(1.0)
+        self.gather_floats([0.0])
 
 
 class ParameterServerEngine(_ClusterEngine):

@@ -1,7 +1,7 @@
 """Preemption and the Slurm time limit: stop at an agreed step, checkpoint, requeue or exit 75.
 
 `sbatch --signal=USR1@60` (or a scheduler's SIGTERM) reaches every task. Each records it; about
-every second (a step count that rank 0 sets) the training tasks agree in one tiny collective
+every second (a step count that the chief sets) the training tasks agree in one tiny collective
 whether any of them was signalled, so all stop after the same step and the collective checkpoint
 lines up.
 """
@@ -83,16 +83,11 @@ class StepPreemptionHandler(PreemptionHandler):
         self.check_steps, self.interval = check_steps, check_steps
         self.several_tasks, self.check_seconds, self.max_steps = (several_tasks, check_seconds,
                                                                   max_steps)
-        self.is_chief = True
         self.agreements: list[tuple[int, int]] = []  # (step, interval set then), for the logs
         self._steps = 0
         self._last_check = (0, time.perf_counter())
         if taking_over is not None:  # a signal the start-up handler already caught
             self.signal = taking_over.signal
-
-    def attach(self, engine, checkpoint):
-        self.is_chief = engine.is_chief
-        return super().attach(engine, checkpoint)
 
     def on_train_batch_end(self, batch, logs=None):
         self._steps += 1
@@ -107,12 +102,12 @@ class StepPreemptionHandler(PreemptionHandler):
 
     def _agree(self, signalled: bool) -> bool:
         if not self.several_tasks:
-            self._last_check = (self._steps, 0.0)
+            self._last_check = (self._steps, 0.0)  # alone: no interval to time
             return self.engine.any_task(signalled)
         steps, since = self._last_check
         now = time.perf_counter()
         proposal = 0.0
-        if self.is_chief:
+        if self.engine.is_chief:
             per_step = (now - since) / max(1, self._steps - steps)
             proposal = min(self.max_steps,
                            max(self.check_steps, round(self.check_seconds / max(per_step, 1e-6))))
