@@ -18,6 +18,8 @@ import time
 from importlib import metadata
 from typing import Optional, Sequence
 
+from tfdist.files import write_json
+
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 RESULTS = os.path.join(BENCH, "results")
@@ -85,11 +87,8 @@ def ratio(a: Optional[float], b: Optional[float], digits: int = 3) -> Optional[f
 
 def write_result(name: str, result: dict) -> str:
     """bench/results/NAME.json, written atomically; returns its path."""
-    os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(RESULTS, f"{name}.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(path + ".tmp", path)
+    write_json(path, result)
     return path
 
 

@@ -13,6 +13,7 @@
 #   BATCH_SIZE (per replica),
 #   NUM_PS (parameter_server: 1), CPU_DEVICES (mirrored without GPUs: split the CPU)
 #   REQUEUE      1 (default): at the time-limit signal checkpoint, requeue, resume; 0: exit 75
+#                (exported as TFDIST_REQUEUE, for tfdist train and your own rt.callbacks)
 #   DOCTOR       quick (default: roles, ports, hosts, GPUs, model dir), full (+ TensorFlow and
 #                Horovod imports, ~20 s), 0 (no pre-flight)
 #   SRUN_ARGS    extra srun options, e.g. "--distribution=cyclic"
@@ -76,6 +77,8 @@ tfdist_job() {
         export PATH
     fi
     export PYTHONUNBUFFERED=1
+    # Read by tfdist train and by rt.callbacks(model_dir=...) in your own script alike.
+    export TFDIST_REQUEUE=${REQUEUE:-1}
     MODEL_DIR=$(realpath -m -- "${MODEL_DIR:-runs/${SLURM_JOB_NAME:-tfdist}-$SLURM_JOB_ID}")
     export MODEL_DIR
     if [[ -n ${SLURM_CPUS_PER_TASK:-} ]]; then
@@ -103,7 +106,6 @@ tfdist_job() {
             "${optimizer[@]}")
         [[ -n ${BATCH_SIZE:-} ]] && command+=(--batch_size="$BATCH_SIZE")
         [[ -n ${CPU_DEVICES:-} ]] && command+=(--cpu_devices="$CPU_DEVICES")
-        [[ ${REQUEUE:-1} == 1 ]] && command+=(--requeue)
         command+=("${train_args[@]}")
     fi
 

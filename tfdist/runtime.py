@@ -3,10 +3,12 @@
     import tfdist                      # first: it selects tf-keras
     import tensorflow as tf
     rt = tfdist.init(strategy="multi_worker")
+    start = rt.resume("runs/exp1")     # where a preempted run stopped (nothing: epoch 0)
     with rt.scope():
         model = build_model()
         model.compile(optimizer=rt.optimizer(tf.keras.optimizers.SGD(rt.scale_lr(0.1))), ...)
-    model.fit(rt.dataset(input_fn), epochs=10, steps_per_epoch=..., callbacks=rt.callbacks())
+    model.fit(rt.dataset(input_fn, skip_steps=start.steps_done), epochs=10, steps_per_epoch=...,
+              callbacks=rt.callbacks(model_dir="runs/exp1", batch_size=32))
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any, Optional
 
 from tfdist.cluster import Cluster, Roles, build_roles, detect
 from tfdist.distribute import Engine, make_engine
+from tfdist.errors import ConfigError
 from tfdist.keras_check import require_legacy_keras
+from tfdist.logs import quiet_other_tasks
 
 log = logging.getLogger("tfdist")
 
@@ -31,8 +35,8 @@ class Runtime:
 
     def __init__(self, cluster: Cluster, roles: Roles, engine: Engine, lr_scaling: str = "linear"):
         if lr_scaling not in LR_SCALING:
-            raise ValueError(f"lr_scaling={lr_scaling!r}: expected one of "
-                             f"{', '.join(LR_SCALING)} (--lr_scaling).")
+            raise ConfigError(f"lr_scaling={lr_scaling!r}: expected one of "
+                              f"{', '.join(LR_SCALING)} (--lr_scaling).")
         self.cluster, self.roles, self.engine = cluster, roles, engine
         self.lr_scaling = lr_scaling
 
@@ -54,21 +58,21 @@ class Runtime:
 
     @property
     def trains(self) -> bool:
-        return self.engine.trains
+        return self.roles.trains
 
     @property
     def is_evaluator(self) -> bool:
         """The parameter-server evaluator (--evaluator): it trains nothing and evaluates the
         chief's checkpoints (tfdist.train.sidecar) until the chief has finished."""
-        return self.engine.evaluates
+        return self.roles.is_evaluator
 
     @property
     def rank(self) -> int:
-        return self.cluster.rank
+        return self.engine.rank
 
     @property
     def world_size(self) -> int:
-        return self.cluster.world_size
+        return self.engine.world_size
 
     def scope(self) -> contextlib.AbstractContextManager:
         return self.engine.scope()
@@ -82,16 +86,43 @@ class Runtime:
         n = max(1, self.num_replicas)
         return {"linear": lr * n, "sqrt": lr * math.sqrt(n), "none": lr}[rule]
 
-    def dataset(self, dataset_fn):
-        """What model.fit takes: dataset_fn(input_context) built once per input pipeline."""
-        return self.engine.distribute_dataset(dataset_fn)
+    def dataset(self, dataset_fn, skip_steps: int = 0):
+        """What model.fit takes: dataset_fn(input_context) built once per input pipeline, less
+        the batches of the first `skip_steps` steps (a resumed run: `rt.resume(d).steps_done`, or
+        `.step` when dataset_fn already starts at the resumed epoch)."""
+        if skip_steps and not self.engine.capabilities.exact_resume:
+            log.info("%s has no exact data position to resume at: the data starts over.",
+                     self.engine.name)
+            skip_steps = 0
+        if not skip_steps:
+            return self.engine.distribute_dataset(dataset_fn)
+
+        def skipped(ctx):
+            # Each step takes one per-replica batch from a pipeline per replica it feeds.
+            per_step = max(1, ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+            return dataset_fn(ctx).skip(skip_steps * per_step)
+
+        return self.engine.distribute_dataset(skipped)
 
     def optimizer(self, optimizer):
         return self.engine.wrap_optimizer(optimizer)
 
-    def callbacks(self) -> list:
-        """The callbacks the engine needs (Horovod: broadcast and metric averaging)."""
-        return list(self.engine.callbacks())
+    def resume(self, model_dir: Optional[str], **identity: Any):
+        """Where training in model_dir continues: a tfdist.train.checkpoint.Resume with `epoch`,
+        `step`, `steps_done` (zeros for a new run). `identity` (e.g. model="cnn") must match the
+        checkpoint's, else ResumeRefused."""
+        from tfdist.train.checkpoint import resume_point
+
+        return resume_point(model_dir, identity or None)
+
+    def callbacks(self, model_dir: Optional[str] = None, **options: Any) -> list:
+        """The callbacks for model.fit: the engine's (Horovod: broadcast and metric averaging) and
+        the throughput meter; with `model_dir` also checkpoints, resume, preemption (exit 75,
+        requeue), TensorBoard and metrics.json. Options: tfdist.train.callbacks.training_callbacks
+        (batch_size, checkpoint_steps, requeue, meter, tensorboard, progress, identity, facts)."""
+        from tfdist.train.callbacks import training_callbacks
+
+        return training_callbacks(self.engine, model_dir, **options)
 
     def barrier(self) -> None:
         self.engine.barrier()
@@ -117,13 +148,14 @@ def init(strategy: str = "auto",
     cluster = detect()
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
     engine = make_engine(cluster, roles, **engine_options)
-    log.info("tfdist: %s, rank %d of %d on %s, strategy %s, %s", cluster.environment, cluster.rank,
-             cluster.world_size, cluster.host, engine.name, roles.task_type or "single task")
+    quiet_other_tasks(engine.rank)
+    log.info("%s, rank %d of %d on %s, strategy %s, %s", cluster.environment, engine.rank,
+             engine.world_size, cluster.host, engine.name, roles.task_type or "single task")
     runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling)
     _explain_uncaught_failures(engine)
-    if not engine.trains and not engine.evaluates and serve_and_exit:
-        engine.serve()
-        log.info("tfdist: %s %s done: the chief has finished.", roles.task_type, roles.task_index)
+    if not roles.trains and not roles.is_evaluator and serve_and_exit:
+        engine.serve()  # parameter_server's ps and worker tasks
+        log.info("%s %s done: the chief has finished.", roles.task_type, roles.task_index)
         sys.exit(0)
     return runtime
 

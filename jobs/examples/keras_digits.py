@@ -3,8 +3,10 @@ marked `# tfdist` are all that changed. Under Slurm every task runs this same fi
 
     sbatch jobs/multi_worker.sbatch runs/digits -- python jobs/examples/keras_digits.py --epochs=10
 
-The chief writes MODEL_DIR/result.json (MODEL_DIR: --model_dir, else $MODEL_DIR, which the batch
-scripts set).
+With a model directory (--model_dir, else $MODEL_DIR, which the batch scripts set) it checkpoints
+every epoch; on SIGTERM or the time-limit signal every task stops after the same step, the chief
+checkpoints it, the job is requeued (jobs/ set TFDIST_REQUEUE=1) or the script exits with status
+75, and the next run resumes at that very step. The chief writes MODEL_DIR/metrics.json.
 """
 
 import argparse
@@ -35,6 +37,7 @@ def main():
     parser.add_argument("--batch_size", type=int, default=32, help="per replica")
     parser.add_argument("--lr", type=float, default=0.05, help="for one replica")
     parser.add_argument("--model_dir", default=os.environ.get("MODEL_DIR", "runs/keras_digits"))
+    parser.add_argument("--verbose", type=int, default=2, help="Keras's fit verbosity")
     args = parser.parse_args()
 
     x, y = load_digits(return_X_y=True)
@@ -45,8 +48,8 @@ def main():
                                                         random_state=0,
                                                         stratify=y)
 
-    rt = tfdist.init(
-    )  # tfdist: cluster, role and strategy from SLURM_* (several tasks: multi_worker)
+    rt = tfdist.init()  # tfdist: cluster, role and strategy (several tasks: multi_worker)
+    start = rt.resume(args.model_dir)  # tfdist: where a stopped run left off (else step 0)
     tf.keras.utils.set_random_seed(0)
 
     def train_data(ctx):  # tfdist: the input pipeline as a function of its tf.distribute context
@@ -62,25 +65,21 @@ def main():
             loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=["accuracy"])
     steps = len(x_train) // rt.global_batch_size(args.batch_size)  # tfdist: global batch
-    history = model.fit(
-        rt.dataset(train_data),  # tfdist: dataset and callbacks from rt
+    # tfdist: checkpoints, resume, preemption, samples/s, TensorBoard, metrics.json
+    callbacks = rt.callbacks(model_dir=args.model_dir, batch_size=args.batch_size)
+    model.fit(
+        rt.dataset(train_data, skip_steps=start.steps_done),  # tfdist: resumed at its batch
         epochs=args.epochs,
         steps_per_epoch=steps,
-        callbacks=rt.callbacks(),
-        verbose=2 if rt.is_chief else 0)
+        callbacks=callbacks,
+        verbose=args.verbose if rt.is_chief else 0)
 
     test_loss, test_accuracy = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
-    if rt.is_chief:  # tfdist: one task writes
-        os.makedirs(args.model_dir, exist_ok=True)
-        result = dict(strategy=rt.strategy_name,
-                      world_size=rt.world_size,
-                      num_replicas=rt.num_replicas,
-                      epochs=len(history.history["loss"]),
-                      test_accuracy=float(test_accuracy),
-                      test_loss=float(test_loss))
-        with open(os.path.join(args.model_dir, "result.json"), "w") as f:
-            json.dump(result, f)
-        print(f"keras_digits: {json.dumps(result)}", flush=True)
+    # tfdist: into metrics.json (the chief writes)
+    metrics = callbacks.summary.add(final=dict(test_accuracy=test_accuracy, test_loss=test_loss))
+    if rt.is_chief:
+        result = {k: metrics[k] for k in ("strategy", "world_size", "num_replicas", "epochs")}
+        print(f"keras_digits: {json.dumps(dict(result, test_accuracy=test_accuracy))}", flush=True)
 
 
 if __name__ == "__main__":

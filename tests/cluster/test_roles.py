@@ -26,8 +26,7 @@ def test_multi_worker_every_task_a_worker_with_its_own_port():
             "index": 3
         },
     }
-    assert (roles.port, roles.is_chief) == (base + 1, False)
-    assert build_roles(slurm_task(0), "multi_worker").is_chief
+    assert (roles.port, roles.trains) == (base + 1, True)
 
 
 def test_auto_picks_multi_worker_for_several_tasks():
@@ -44,7 +43,8 @@ def test_parameter_server_roles(rank, task):
         "worker": ["node2:30000", "node2:30001"]
     }
     assert (roles.task_type, roles.task_index) == task
-    assert roles.is_chief == (rank == 0)
+    # Only the chief runs model.fit (the engine's chief is rank 0).
+    assert roles.trains == (rank == 0) and not roles.is_evaluator
 
 
 def test_parameter_server_with_evaluator_and_two_ps():
@@ -62,7 +62,7 @@ def test_parameter_server_with_evaluator_and_two_ps():
         "worker": 2,
         "evaluator": 1
     }
-    assert (roles.task_type, roles.task_index) == ("evaluator", 0)
+    assert (roles.task_type, roles.task_index, roles.is_evaluator) == ("evaluator", 0, True)
 
 
 def test_too_few_tasks_for_parameter_server():
@@ -110,7 +110,7 @@ def test_local_launch_roles_use_launcher_port():
 @pytest.mark.parametrize("strategy", ["mirrored", "one_device", "central_storage"])
 def test_single_task_strategies(strategy):
     roles = build_roles(detect({}), strategy)
-    assert (roles.tf_config, roles.horovod, roles.is_chief) == (None, None, True)
+    assert (roles.tf_config, roles.horovod, roles.trains) == (None, None, True)
     with pytest.raises(ClusterError,
                        match=rf"--strategy={strategy} runs in a single task, but "
                        r"this job has 4 tasks"):

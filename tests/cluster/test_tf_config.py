@@ -31,7 +31,10 @@ def test_valid_tf_config_is_read_and_passed_through():
     assert c.nodes == ("h1", "h2", "h3")
     roles = build_roles(c, "parameter_server")
     assert roles.tf_config == PS_CONFIG
-    assert (roles.task_type, roles.task_index, roles.is_chief) == ("worker", 1, False)
+    assert (roles.task_type, roles.task_index, roles.trains) == ("worker", 1, False)
+    # Rank 0, which the engines take for the chief, is TF_CONFIG's chief.
+    chief = detect(env(dict(PS_CONFIG, task={"type": "chief", "index": 0})))
+    assert (chief.rank, build_roles(chief, "parameter_server").trains) == (0, True)
 
 
 def test_auto_with_ps_in_tf_config_is_parameter_server():
@@ -40,7 +43,8 @@ def test_auto_with_ps_in_tf_config_is_parameter_server():
 
 def test_index_defaults_to_zero():
     c = detect(env({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker"}}))
-    assert c.rank == 0 and build_roles(c, "multi_worker").is_chief
+    # Without a chief, worker 0 is rank 0: the engines' chief.
+    assert (c.rank, build_roles(c, "multi_worker").task_index) == (0, 0)
 
 
 @pytest.mark.parametrize("raw,message", [

@@ -9,8 +9,8 @@ import tfdist  # noqa: F401
 import tensorflow as tf
 
 from tests.data import helpers
-from tfdist.data import (DataError, HDF5Source, TFDSSource, TFRecordSource, load_pipeline,
-                         skipped_records)
+from pipelines import load_pipeline
+from tfdist.data import DataError, HDF5Source, TFDSSource, TFRecordSource, skipped_records
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 import tfdist  # noqa: F401
 import tensorflow as tf
 
-from tfdist.data import load_pipeline
+from pipelines import load_pipeline
 
 
 def test_mirrored_distribute_datasets_from_function(tmp_path):

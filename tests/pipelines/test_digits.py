@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import tfdist  # noqa: F401
-from tfdist.data import load_pipeline, make_input_context
+from pipelines import load_pipeline
+from tfdist.data import make_input_context
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import tfdist  # noqa: F401
 import tensorflow as tf
 
 from tests.data import helpers
-from tfdist.data import DataError, load_pipeline, make_input_context
+from pipelines import load_pipeline
+from tfdist.data import DataError, make_input_context
 
 CTX = make_input_context(1, 0, 1)
 

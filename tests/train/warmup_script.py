@@ -7,7 +7,8 @@ import numpy as np
 
 import tfdist
 import tensorflow as tf
-from tfdist.train.fit import TrainConfig, learning_rate
+from tfdist.train.config import TrainConfig
+from tfdist.train.schedules import learning_rate
 
 STEPS_PER_EPOCH, EPOCHS = 6, 2
 
@@ -36,7 +37,7 @@ def main(strategy, out):
 
     with rt.scope():
         model = tf.keras.Sequential([tf.keras.layers.Input((4, )), tf.keras.layers.Dense(2)])
-        opt = tf.keras.optimizers.SGD(learning_rate(rt, cfg, STEPS_PER_EPOCH))
+        opt = tf.keras.optimizers.SGD(learning_rate(cfg, rt.scale_lr(cfg.lr), STEPS_PER_EPOCH))
         model.compile(rt.optimizer(opt),
                       tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     recorder = RecordLR()

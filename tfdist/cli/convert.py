@@ -99,13 +99,7 @@ def summary(manifest: dict, output: str, written: bool) -> str:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"tfdist convert takes no arguments; received {argv[1:]}.")
-    from tfdist.data import DataError
-
-    try:
-        manifest, written = convert()
-    except DataError as e:
-        print(f"tfdist convert: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    manifest, written = convert()
     print(summary(manifest, os.path.expanduser(_OUTPUT.value), written))
 
 

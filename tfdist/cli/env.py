@@ -14,7 +14,7 @@ from absl import app, flags
 
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
-from tfdist.cluster import ClusterError, check_port_free, detect
+from tfdist.cluster import check_port_free, detect
 
 tfdist_flags.define_cluster_flags()
 _FORMAT = flags.DEFINE_enum("format", "json", ["json", "shell"],
@@ -53,11 +53,7 @@ def as_shell(info: dict) -> str:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"tfdist env takes no arguments; received {argv[1:]}.")
-    try:
-        info = describe()
-    except ClusterError as e:
-        print(f"tfdist env: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    info = describe()
     print(json.dumps(info, indent=2) if _FORMAT.value == "json" else as_shell(info))
 
 

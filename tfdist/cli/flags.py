@@ -16,6 +16,7 @@ from absl import flags
 from tfdist.cluster import STRATEGIES
 from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK, DEFAULT_COLLECTIVE_TIMEOUT
 from tfdist.runtime import LR_SCALING
+from tfdist.train.config import DEFAULTS as D
 
 FLAGS = flags.FLAGS
 
@@ -25,16 +26,16 @@ def define_cluster_flags() -> None:
     if "strategy" in FLAGS:
         return
     flags.DEFINE_enum(
-        "strategy", "auto", list(STRATEGIES),
+        "strategy", D.strategy, list(STRATEGIES),
         "Distribution strategy. auto: several tasks -> multi_worker, one task -> "
         "mirrored over its GPUs (or the default strategy).")
     flags.DEFINE_integer("num_ps",
-                         1, "parameter_server: number of parameter-server tasks "
+                         D.num_ps, "parameter_server: number of parameter-server tasks "
                          "(task 0 is the chief, the next num_ps are ps, the rest workers).",
                          lower_bound=1)
-    flags.DEFINE_bool("evaluator", False, "parameter_server: make the last task an evaluator.")
+    flags.DEFINE_bool("evaluator", D.evaluator, "parameter_server: make the last task an evaluator.")
     flags.DEFINE_integer("port",
-                         None, "Base port: each task listens on port + its local rank. "
+                         D.port, "Base port: each task listens on port + its local rank. "
                          "Default: $TFDIST_PORT, else derived from the Slurm job id in "
                          "20000-31999.",
                          lower_bound=1024,
@@ -47,11 +48,11 @@ def define_flags() -> None:
     if "batch_size" in FLAGS:
         return
     flags.DEFINE_integer("batch_size",
-                         32, "Batch size per replica; the global batch is this "
+                         D.batch_size, "Batch size per replica; the global batch is this "
                          "times the replicas in sync.",
                          lower_bound=1)
     flags.DEFINE_enum(
-        "lr_scaling", "linear", list(LR_SCALING),
+        "lr_scaling", D.lr_scaling, list(LR_SCALING),
         "How the learning rate grows with N replicas: linear (lr*N), sqrt "
         "(lr*sqrt(N)) or none.")
     flags.DEFINE_enum("implementation", "auto", ["auto", "ring", "nccl"],
@@ -80,18 +81,8 @@ def define_flags() -> None:
     def only_with(strategies, names):
 
         def check(values):
-            if values["strategy"] in strategies:
-                return True
-            default = {
-                "num_ps": 1,
-                "evaluator": False,
-                "compression": "none",
-                "backward_passes_per_step": 1,
-                "cpu_devices": 0,
-                "implementation": "auto",
-                "bytes_per_pack": DEFAULT_BYTES_PER_PACK
-            }
-            return all(values[n] == default[n] for n in names)
+            return values["strategy"] in strategies or all(values[n] == FLAGS[n].default
+                                                            for n in names)
 
         flags.register_multi_flags_validator(
             ["strategy"] + names,

@@ -23,6 +23,7 @@ from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
 from tfdist.cluster.local import launch_environ
 from tfdist.cluster.ports import free_port_base
+from tfdist.logs import is_noise
 
 FLAGS = flags.FLAGS
 
@@ -38,6 +39,8 @@ _lock = threading.Lock()
 
 def _pump(rank: int, stream) -> None:
     for line in iter(stream.readline, b""):
+        if is_noise(line.decode(errors="replace")):
+            continue
         with _lock:
             sys.stdout.buffer.write(f"[{rank}] ".encode() + line)
             sys.stdout.flush()

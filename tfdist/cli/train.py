@@ -9,73 +9,98 @@ accuracy, test loss and accuracy) and MODEL_DIR/model.keras. Examples:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
 
 from absl import flags
 
+from tfdist import logs
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
+from tfdist.train.config import DEFAULTS as D
+from tfdist.train.config import MIXED_PRECISION, OPTIMIZERS, SCHEDULES, TrainConfig
 
 FLAGS = flags.FLAGS
 
 tfdist_flags.define_flags()
 flags.DEFINE_string(
-    "model", "cnn", "Model: cnn (digits CNN), mlp, resnet_small, resnet50 "
+    "model", D.model, "Model: cnn (digits CNN), mlp, resnet_small, resnet50 "
     "(Keras applications, random weights).")
 flags.DEFINE_string(
-    "pipeline", "digits", "Input pipeline: a bundled recipe name (digits, "
+    "pipeline", D.pipeline, "Input pipeline: a bundled recipe name (digits, "
     "image_folder, hdf5, tfds, synthetic) or the path of your own .py file.")
 flags.DEFINE_string(
-    "data_dir", None, "Where the pipeline reads or caches its data "
+    "data_dir", D.data_dir, "Where the pipeline reads or caches its data "
     "(default: the recipe's own, under ~/.cache/tfdist).")
-flags.DEFINE_integer("epochs", 10, "Number of epochs.", lower_bound=1)
+flags.DEFINE_integer("epochs", D.epochs, "Number of epochs.", lower_bound=1)
 flags.DEFINE_integer("steps_per_epoch",
-                     0, "Steps per epoch (0: one pass over the training "
+                     D.steps_per_epoch, "Steps per epoch (0: one pass over the training "
                      "split at the global batch size).",
                      lower_bound=0)
-flags.DEFINE_float("lr", 0.05, "Single-replica learning rate; scaled by --lr_scaling.")
+flags.DEFINE_float("lr", D.lr, "Single-replica learning rate; scaled by --lr_scaling.")
 flags.DEFINE_float("warmup_epochs",
-                   0.0, "Ramp the learning rate linearly from --lr to the "
+                   D.warmup_epochs, "Ramp the learning rate linearly from --lr to the "
                    "scaled rate over this many epochs (Goyal et al., 2017).",
                    lower_bound=0)
 flags.DEFINE_enum(
-    "lr_schedule", "constant", ["constant", "cosine", "step"],
+    "lr_schedule", D.lr_schedule, list(SCHEDULES),
     "After warmup: keep the rate, cosine-decay it to 0 by the last epoch, or "
     "multiply it by --lr_decay_rate every --lr_decay_epochs.")
-flags.DEFINE_float("lr_decay_epochs", 0.0, "step schedule: epochs between decays.", lower_bound=0)
-flags.DEFINE_float("lr_decay_rate", 0.1, "step schedule: factor per decay.", lower_bound=0)
-flags.DEFINE_enum("mixed_precision", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+flags.DEFINE_float("lr_decay_epochs",
+                   D.lr_decay_epochs,
+                   "step schedule: epochs between decays.",
+                   lower_bound=0)
+flags.DEFINE_float("lr_decay_rate", D.lr_decay_rate, "step schedule: factor per decay.", lower_bound=0)
+flags.DEFINE_enum("mixed_precision", D.mixed_precision, list(MIXED_PRECISION),
                   "Keras mixed-precision policy (mixed_float16 adds dynamic loss scaling).")
 flags.DEFINE_integer("checkpoint_steps",
-                     0, "Also checkpoint every this many steps (0: only at "
+                     D.checkpoint_steps, "Also checkpoint every this many steps (0: only at "
                      "each epoch end). Checkpoints go to MODEL_DIR/checkpoints.",
                      lower_bound=0)
 flags.DEFINE_bool(
-    "requeue", False, "On SIGTERM/SIGUSR1 under Slurm: checkpoint, then "
+    "requeue", D.requeue, "On SIGTERM/SIGUSR1 under Slurm: checkpoint, then "
     "`scontrol requeue` the job (rank 0, once) so it resumes when it runs again. "
-    "Without it a preempted run exits with status 75 and resumes when re-run.")
-flags.DEFINE_bool("tensorboard", True, "Write TensorBoard logs to MODEL_DIR/logs (chief only).")
-flags.DEFINE_enum("optimizer", "sgd", ["sgd", "adam"], "Optimizer (sgd has momentum 0.9).")
+    "Default: $TFDIST_REQUEUE=1 (set by the jobs/ scripts). Without it a preempted run exits "
+    "with status 75 and resumes when re-run.")
+flags.DEFINE_bool("tensorboard", D.tensorboard,
+                  "Write TensorBoard logs to MODEL_DIR/logs (chief only).")
+flags.DEFINE_enum("optimizer", D.optimizer, list(OPTIMIZERS), "Optimizer (sgd has momentum 0.9).")
 flags.DEFINE_string(
-    "model_dir", None, "Run directory for metrics.json and the trained model "
-    "(written by the chief only).")
-flags.DEFINE_integer("seed", 0, "Seed of weights and data order (the same on every task).")
-flags.DEFINE_bool("shuffle", True, "Shuffle the training data (a new order each epoch).")
+    "model_dir", D.model_dir, "Run directory for checkpoints, metrics.json and the trained "
+    "model (written by the chief only).")
+flags.DEFINE_integer("seed", D.seed, "Seed of weights and data order (the same on every task).")
+flags.DEFINE_bool("shuffle", D.shuffle, "Shuffle the training data (a new order each epoch).")
 
 
-def config_from_flags():
-    """TrainConfig from the parsed flags: every field has the flag of the same name."""
-    from tfdist.train.fit import TrainConfig
-
-    names = [
-        f.name for f in dataclasses.fields(TrainConfig)
-        if f.name not in ("engine_options", "verbose")
-    ]
-    return TrainConfig(**{name: FLAGS[name].value
-                          for name in names},
+def config_from_flags() -> TrainConfig:
+    """TrainConfig from the parsed flags, field by field (a renamed field fails here and in
+    tests/cli/test_train_flags.py, never silently)."""
+    f = FLAGS
+    return TrainConfig(model=f.model,
+                       pipeline=f.pipeline,
+                       strategy=f.strategy,
+                       num_ps=f.num_ps,
+                       evaluator=f.evaluator,
+                       port=f.port,
+                       epochs=f.epochs,
+                       batch_size=f.batch_size,
+                       lr=f.lr,
+                       lr_scaling=f.lr_scaling,
+                       warmup_epochs=f.warmup_epochs,
+                       lr_schedule=f.lr_schedule,
+                       lr_decay_epochs=f.lr_decay_epochs,
+                       lr_decay_rate=f.lr_decay_rate,
+                       optimizer=f.optimizer,
+                       mixed_precision=f.mixed_precision,
+                       model_dir=f.model_dir,
+                       checkpoint_steps=f.checkpoint_steps,
+                       requeue=f.requeue,
+                       tensorboard=f.tensorboard,
+                       seed=f.seed,
+                       shuffle=f.shuffle,
+                       steps_per_epoch=f.steps_per_epoch,
+                       data_dir=f.data_dir,
                        engine_options=tfdist_flags.engine_options_from_flags())
 
 
@@ -84,23 +109,10 @@ def main(argv: list[str]) -> None:
         print(f"tfdist train: unexpected arguments {argv[1:]}; flags are --name=value.",
               file=sys.stderr)
         sys.exit(2)
-    import tfdist  # noqa: F401  (selects tf-keras before TensorFlow loads)
-    from tfdist.cluster import ClusterError
-    from tfdist.distribute import LostTaskError
-    from tfdist.keras_check import KerasVersionError
-    from tfdist.train.fit import Preempted, train
+    logs.filter_stderr()  # before TensorFlow loads
+    from tfdist.train.fit import train
 
-    try:
-        metrics = train(config_from_flags())
-    except (ClusterError, KerasVersionError, ValueError) as e:
-        print(f"tfdist train: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except Preempted as e:
-        print(f"tfdist train: {e}", file=sys.stderr, flush=True)
-        sys.exit(Preempted.exit_status)
-    except LostTaskError as e:
-        print(f"tfdist train: error: {e}", file=sys.stderr, flush=True)
-        os._exit(1)  # skip interpreter teardown: threads of a broken collective can hang it
+    metrics = train(config_from_flags())
     if metrics is not None and metrics.get("role") == "evaluator":
         evaluations = metrics["evaluations"]
         last = evaluations[-1] if evaluations else None
@@ -110,13 +122,13 @@ def main(argv: list[str]) -> None:
               flush=True)
         print("tfdist train: evaluations " + json.dumps(evaluations), flush=True)
     elif metrics is not None and metrics["rank"] == 0:
-        final = metrics["final"]
-        print(
-            f"tfdist train: {metrics['strategy']} x{metrics['num_replicas']} replicas: "
-            f"test accuracy {final['test_accuracy']:.4f}, test loss {final['test_loss']:.4f}, "
-            f"{metrics['samples_per_sec']:.0f} samples/s",
-            flush=True)
-        print("tfdist train: metrics " + json.dumps(metrics), flush=True)
+        final, rate = metrics["final"], metrics["samples_per_sec"]
+        print(f"tfdist train: {metrics['strategy']} x{metrics['num_replicas']} replicas: test "
+              f"accuracy {final['test_accuracy']:.4f}, test loss {final['test_loss']:.4f}" +
+              (f", {rate:.0f} samples/s" if rate else ""),
+              flush=True)
+        if not FLAGS.model_dir:  # else they are in MODEL_DIR/metrics.json
+            print("tfdist train: metrics " + json.dumps(metrics), flush=True)
 
 
 def run(argv: list[str]) -> None:

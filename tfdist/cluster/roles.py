@@ -27,14 +27,15 @@ class Roles:
     horovod: Optional[dict[str, str]]
 
     @property
-    def is_chief(self) -> bool:
-        if self.horovod is not None:
-            return self.horovod["HOROVOD_RANK"] == "0"
-        if self.task_type is None:
-            return True
-        has_chief = "chief" in self.tf_config["cluster"]
-        return self.task_type == "chief" or (not has_chief and
-                                             (self.task_type, self.task_index) == ("worker", 0))
+    def trains(self) -> bool:
+        """Whether this task runs model.fit: every task but parameter_server's ps, workers and
+        evaluator (the chief drives the workers' steps)."""
+        return self.strategy != "parameter_server" or self.task_type == "chief"
+
+    @property
+    def is_evaluator(self) -> bool:
+        """parameter_server --evaluator: the task that evaluates the chief's checkpoints."""
+        return self.task_type == "evaluator"
 
 
 def resolve_strategy(strategy: str, cluster: Cluster) -> str:

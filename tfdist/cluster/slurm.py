@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import subprocess
 from collections.abc import Mapping
+from typing import Optional
 
 from tfdist.cluster.base import Cluster, ClusterEnv, env_int, first_of
 from tfdist.cluster.errors import ClusterError
@@ -18,6 +22,11 @@ _PROCID = "SLURM_PROCID"
 _LOCALID = "SLURM_LOCALID"
 _DISTRIBUTION = "SLURM_DISTRIBUTION"
 _NODENAME = "SLURMD_NODENAME"
+
+# Set by jobs/common.sh (REQUEUE=1, the default): on preemption, requeue the job.
+REQUEUE_ENV = "TFDIST_REQUEUE"
+
+log = logging.getLogger("tfdist")
 
 _SRUN_HINT = ("Start every task with srun inside the batch script, e.g. "
               "`srun --kill-on-bad-exit=1 tfdist train ...` (or use the scripts in jobs/).")
@@ -146,3 +155,26 @@ def _check_local_id(environ: Mapping[str, str], cluster: Cluster) -> None:
             f"{_LOCALID}={local_id} but rank {cluster.rank} is task {cluster.local_rank} of "
             f"{cluster.local_world_size} on {cluster.host}; the task layout is not what tfdist "
             f"expects. Launch with `srun --distribution=block` and --ntasks-per-node.")
+
+
+def requeue_wanted(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether the job asked to be requeued when preempted ($TFDIST_REQUEUE=1)."""
+    environ = os.environ if environ is None else environ
+    return environ.get(REQUEUE_ENV, "0") == "1"
+
+
+def requeue(job_id: Optional[str]) -> bool:
+    """`scontrol requeue JOB_ID` (call it on rank 0 only); False, with the reason logged, when it
+    fails or there is no Slurm job."""
+    if not job_id:
+        log.warning("not requeued: this process is not a task of a Slurm job.")
+        return False
+    result = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
+    if result.returncode != 0:
+        log.error(
+            "`scontrol requeue %s` failed: %s. Submit with `#SBATCH --requeue` (or re-submit by "
+            "hand; training resumes from the checkpoint).", job_id, result.stderr.strip())
+        return False
+    log.warning("requeued Slurm job %s; it resumes from the checkpoint when it runs again",
+                job_id)
+    return True

@@ -11,7 +11,6 @@ from tfdist.data.errors import DataError
 from tfdist.data.hdf5 import HDF5Source
 from tfdist.data.indexed import ArraySource, SyntheticSource
 from tfdist.data.manifest import read_manifest
-from tfdist.data.pipeline import bundled_pipelines, load_pipeline
 from tfdist.data.sharding import ShardPlan, plan_shards
 from tfdist.data.tfds import TFDSSource
 from tfdist.data.tfrecord import TFRecordSource, skipped_records
@@ -19,7 +18,7 @@ from tfdist.data.writers import fingerprint, write_shards
 
 __all__ = [
     "ArraySource", "DataError", "HDF5Source", "ShardPlan", "SyntheticSource", "TFDSSource",
-    "TFRecordSource", "build_dataset", "bundled_pipelines", "dataset_options", "epoch_seed",
-    "fingerprint", "load_pipeline", "make_input_context", "plan_shards", "read_manifest",
+    "TFRecordSource", "build_dataset", "dataset_options", "epoch_seed", "fingerprint",
+    "make_input_context", "plan_shards", "read_manifest",
     "skipped_records", "write_shards"
 ]

@@ -13,6 +13,7 @@ import json
 import os
 
 from tfdist.data.errors import DataError
+from tfdist.files import write_json
 
 MANIFEST = "manifest.json"
 VERSION = 1
@@ -33,13 +34,7 @@ def read_manifest(folder: str) -> dict:
 
 def write_manifest(folder: str, manifest: dict) -> None:
     """Write atomically: a reader sees either no manifest or the whole of it."""
-    path = os.path.join(folder, MANIFEST)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(dict(manifest, tfdist_manifest=VERSION), f, indent=1, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_json(os.path.join(folder, MANIFEST), dict(manifest, tfdist_manifest=VERSION), indent=1)
 
 
 def split_files(folder: str, manifest: dict, split: str) -> tuple[list[str], list[int]]:

@@ -14,11 +14,12 @@ cut per epoch are counted and reported.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 
-from absl import logging
-
 from tfdist.data.errors import DataError
+
+log = logging.getLogger("tfdist")
 
 SHARD_BY = ("auto", "file", "record")
 _EVEN_ENOUGH = 0.05
@@ -123,8 +124,10 @@ def plan_shards(files,
 
 
 def log_once(plan: ShardPlan) -> None:
-    """Log the plan the first time this process builds it (Keras rebuilds datasets)."""
+    """Log the plan the first time this process builds it (Keras rebuilds datasets); a single
+    pipeline that loses nothing is news only with --verbosity=1."""
     text = plan.describe()
     if text not in _logged:
         _logged.add(text)
-        logging.info("tfdist.data: %s", text)
+        routine = plan.num_pipelines == 1 and not plan.dropped
+        log.log(logging.DEBUG if routine else logging.INFO, "%s", text)

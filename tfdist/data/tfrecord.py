@@ -8,16 +8,18 @@ skip_corrupt=True, logs and counts the records lost and goes on.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Callable
 
 import tensorflow as tf
-from absl import logging
 
 from tfdist.data import features as features_lib
 from tfdist.data.errors import DataError
 from tfdist.data.manifest import read_manifest, split_files
+
+log = logging.getLogger("tfdist")
 
 _READ_BUFFER = 8 << 20  # bytes; large sequential reads suit shared file systems
 _CHECK_BLOCK = 256  # records counted at once
@@ -138,8 +140,8 @@ def _report_skipped(path, expected, n):
     if lost > 0:
         with _skipped_lock:
             _skipped[path] = _skipped.get(path, 0) + lost
-        logging.warning(
-            "tfdist.data: skipped %d corrupt or unreadable records of %d in %s "
+        log.warning(
+            "skipped %d corrupt or unreadable records of %d in %s "
             "(skip_corrupt=True).", lost, int(expected), path)
     return False
 

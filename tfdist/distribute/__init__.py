@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from tfdist.cluster import STRATEGIES, Cluster, Roles
-from tfdist.distribute.engine import Engine, LostTaskError
+from tfdist.errors import ConfigError
+from tfdist.distribute.engine import Capabilities, Engine, LostTaskError
 
 
 def make_engine(cluster: Cluster, roles: Roles, **options: Any) -> Engine:
@@ -28,8 +29,8 @@ def make_engine(cluster: Cluster, roles: Roles, **options: Any) -> Engine:
         "one_device": tfs.OneDeviceEngine,
     }
     if name not in engines:
-        raise ValueError(f"Unknown strategy {name!r}: expected one of {', '.join(STRATEGIES)}.")
+        raise ConfigError(f"Unknown strategy {name!r}: expected one of {', '.join(STRATEGIES)}.")
     return engines[name](cluster, roles, **options)
 
 
-__all__ = ["Engine", "LostTaskError", "make_engine"]
+__all__ = ["Capabilities", "Engine", "LostTaskError", "make_engine"]

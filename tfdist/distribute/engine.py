@@ -3,21 +3,38 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from typing import Any, Callable, Optional
 
 from tfdist.cluster import Cluster, Roles
+from tfdist.errors import TfdistError
 
 DatasetFn = Callable[[Any], Any]  # tf.distribute.InputContext -> tf.data.Dataset
 
 
-class LostTaskError(RuntimeError):
+class LostTaskError(TfdistError, RuntimeError):
     """Another task of the job died or became unreachable during training."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What an engine's model.fit can do; training code asks these instead of the engine's name."""
+
+    # Keras calls on_train_batch_* hooks (ParameterServerStrategy refuses such callbacks).
+    batch_callbacks: bool = True
+    # Every step takes one batch from each input pipeline, so a resumed run can skip to the exact
+    # step (parameter-server workers race: there is no such position).
+    exact_resume: bool = True
+    # Every training task takes part in a checkpoint save (MultiWorkerMirrored reads sync-on-read
+    # variables with a collective); elsewhere only the chief saves.
+    collective_checkpoint: bool = False
 
 
 class Engine:
     """A distribution engine configured for this task. Subclasses set `strategy`."""
 
     name = ""
+    capabilities = Capabilities()
 
     def __init__(self, cluster: Cluster, roles: Roles, **options: Any):
         self.cluster, self.roles, self.options = cluster, roles, options
@@ -28,23 +45,19 @@ class Engine:
         return self.strategy.num_replicas_in_sync
 
     @property
+    def rank(self) -> int:
+        """This task's rank among the job's tasks."""
+        return self.cluster.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.cluster.world_size
+
+    @property
     def is_chief(self) -> bool:
-        return self.roles.is_chief
-
-    @property
-    def trains(self) -> bool:
-        """False for tasks that only serve (parameter servers, parameter-server workers) and for
-        the parameter-server evaluator."""
-        return True
-
-    @property
-    def evaluates(self) -> bool:
-        """True for the parameter-server evaluator: it evaluates the chief's checkpoints."""
-        return False
-
-    def chief_finished(self) -> bool:
-        """Non-blocking: whether the chief has come and gone (the evaluator's end)."""
-        raise NotImplementedError(f"{self.name} has no task that waits for the chief")
+        """The task that writes (checkpoints, logs, results): rank 0, which is TF_CONFIG's chief
+        or, without one, worker 0 (the cluster layer orders the ranks so), and Horovod's rank 0."""
+        return self.rank == 0
 
     def scope(self) -> contextlib.AbstractContextManager:
         return self.strategy.scope()
@@ -63,18 +76,14 @@ class Engine:
         """A one-paragraph explanation when `error` means a peer task was lost, else None."""
         return None
 
-    def serve(self) -> None:
-        """Run this task's server until the job is done (tasks that do not train)."""
-
     def any_task(self, flag: bool) -> bool:
         """True on every training task when `flag` is true on at least one (collective: every
         training task must call it at the same point)."""
         return any(row[0] > 0 for row in self.gather_floats([1.0 if flag else 0.0]))
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
-        """`values` (the same length on every task) of every training task, in rank order
-        (collective, like any_task; a task with several local replicas appears once per
-        replica)."""
+        """`values` (the same length on every task) of every training task, one row per task in
+        rank order (collective, like any_task)."""
         return [list(values)]
 
     def barrier(self) -> None:

@@ -32,8 +32,12 @@ class HorovodEngine(Engine):
         return self.hvd.size()
 
     @property
-    def is_chief(self) -> bool:
-        return self.hvd.rank() == 0
+    def rank(self) -> int:
+        return self.hvd.rank()  # also right under horovodrun, which tfdist's cluster does not read
+
+    @property
+    def world_size(self) -> int:
+        return self.hvd.size()
 
     def distribute_dataset(self, dataset_fn):
         return dataset_fn(horovod_setup.input_context())

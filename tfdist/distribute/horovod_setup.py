@@ -32,6 +32,7 @@ from typing import Any, Optional
 from tfdist.cluster.base import Cluster
 from tfdist.cluster.local import LocalLaunchEnv
 from tfdist.cluster.roles import Roles, horovod_environ
+from tfdist.errors import ConfigError, TfdistError
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ COMPRESSIONS = ("none", "fp16")
 _state: dict[str, Any] = {"server": None, "hvd": None}
 
 
-class HorovodSetupError(RuntimeError):
+class HorovodSetupError(TfdistError, RuntimeError):
     """Horovod is missing, or its tasks could not meet."""
 
 
@@ -118,8 +119,8 @@ def horovodrun_environment(environ: Optional[Mapping[str, str]] = None,
     gloo = all(name in environ
                for name in ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_GLOO_RENDEZVOUS_ADDR"))
     mpi = "OMPI_COMM_WORLD_RANK" in environ and "HOROVOD_GLOO_RENDEZVOUS_ADDR" not in environ
-    if gloo and cluster is not None and cluster.environment == "slurm" and \
-            cluster.world_size > 1 and "SLURM_STEP_ID" in environ:
+    # A Slurm cluster of several tasks is always an srun step (the cluster layer refuses the rest).
+    if gloo and cluster is not None and cluster.environment == "slurm" and cluster.world_size > 1:
         slurm = (str(cluster.rank), str(cluster.world_size))
         if slurm != (environ["HOROVOD_RANK"], environ["HOROVOD_SIZE"]):
             log.warning(
@@ -372,9 +373,9 @@ def distributed_optimizer(optimizer,
     ranks, optionally sent as fp16, and applied every `backward_passes_per_step` batches (the
     aggregated gradients averaged, so the learning rate means the same as with one pass)."""
     if compression not in COMPRESSIONS:
-        raise ValueError(f"compression={compression!r}: expected one of {', '.join(COMPRESSIONS)}.")
+        raise ConfigError(f"compression={compression!r}: expected one of {', '.join(COMPRESSIONS)}.")
     if backward_passes_per_step < 1:
-        raise ValueError(f"backward_passes_per_step={backward_passes_per_step}: expected >= 1.")
+        raise ConfigError(f"backward_passes_per_step={backward_passes_per_step}: expected >= 1.")
     hvd = _hvd()
     return hvd.DistributedOptimizer(optimizer,
                                     compression=getattr(hvd.Compression, compression),

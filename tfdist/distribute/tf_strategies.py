@@ -16,7 +16,8 @@ import tensorflow as tf
 from tfdist.cluster import check_port_free
 from tfdist.cluster.tf_config import ordered_tasks
 from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK, DEFAULT_COLLECTIVE_TIMEOUT
-from tfdist.distribute.engine import Engine
+from tfdist.distribute.engine import Capabilities, Engine
+from tfdist.errors import ConfigError, TfdistError
 
 log = logging.getLogger("tfdist")
 
@@ -103,6 +104,7 @@ class MultiWorkerEngine(_ClusterEngine):
     """Synchronous data parallelism over tasks: MultiWorkerMirroredStrategy."""
 
     name = "multi_worker"
+    capabilities = Capabilities(collective_checkpoint=True)
 
     def __init__(self,
                  cluster,
@@ -113,7 +115,7 @@ class MultiWorkerEngine(_ClusterEngine):
                  **options):
         super().__init__(cluster, roles, **options)
         if implementation not in _IMPLEMENTATIONS:
-            raise ValueError(f"implementation={implementation!r}: expected one of "
+            raise ConfigError(f"implementation={implementation!r}: expected one of "
                              f"{', '.join(_IMPLEMENTATIONS)}.")
         _export_tf_config(roles)
         check_port_free(roles.port, cluster.host, cluster.rank)
@@ -136,7 +138,9 @@ class MultiWorkerEngine(_ClusterEngine):
 
             self._gather_fn = _gather
         gathered = self._gather_fn(tf.constant(values, tf.float32)).numpy()
-        return [[float(v) for v in row] for row in gathered]
+        # One row per replica, task by task: keep each task's first.
+        per_task = max(1, self.num_replicas_in_sync // self.cluster.world_size)
+        return [[float(v) for v in row] for row in gathered[::per_task]]
 
     def barrier(self) -> None:
         self.gather_floats([0.0])
@@ -146,6 +150,7 @@ class ParameterServerEngine(_ClusterEngine):
     """Asynchronous training: the chief runs model.fit, ps and worker tasks serve."""
 
     name = "parameter_server"
+    capabilities = Capabilities(batch_callbacks=False, exact_resume=False)
 
     def __init__(self, cluster, roles, chief_timeout: float = 600.0, **options):
         super().__init__(cluster, roles, **options)
@@ -160,17 +165,10 @@ class ParameterServerEngine(_ClusterEngine):
 
     @property
     def num_replicas_in_sync(self) -> int:
-        return self.strategy.num_replicas_in_sync if self.trains else 0
-
-    @property
-    def trains(self) -> bool:
-        return self.roles.task_type == "chief"
-
-    @property
-    def evaluates(self) -> bool:
-        return self.roles.task_type == "evaluator"
+        return self.strategy.num_replicas_in_sync if self.roles.trains else 0
 
     def chief_finished(self) -> bool:
+        """Non-blocking: whether the chief has come and gone (the end for the other tasks)."""
         return self._chief_watch.finished()
 
     def distribute_dataset(self, dataset_fn):
@@ -179,7 +177,7 @@ class ParameterServerEngine(_ClusterEngine):
 
     def serve(self) -> None:
         """Serve as ps or worker until the chief has come and gone."""
-        if self.trains or self.evaluates:
+        if self.roles.trains or self.roles.is_evaluator:
             return
         cluster = _training_cluster(self.roles)
         server = tf.distribute.Server(tf.train.ClusterSpec(cluster),
@@ -196,6 +194,10 @@ class ParameterServerEngine(_ClusterEngine):
         while not self._chief_watch.finished():
             time.sleep(1.0)
         del server  # the process exits next; TensorFlow offers no clean server stop
+
+
+class ChiefTimeout(TfdistError, TimeoutError):
+    """The parameter-server chief never came up."""
 
 
 class _ChiefWatch:
@@ -215,7 +217,7 @@ class _ChiefWatch:
             if self.seen:
                 return True
             if time.monotonic() - self.start > self.timeout:
-                raise TimeoutError(
+                raise ChiefTimeout(
                     f"The chief at {self.address} did not come up within "
                     f"{self.timeout:.0f} s; is task 0 running? Check its log.") from None
             return False

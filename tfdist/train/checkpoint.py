@@ -3,13 +3,14 @@
 One checkpoint is a directory `MODEL_DIR/checkpoints/ckpt-<step>` holding a tf.train.Checkpoint
 (weights, optimizer slots and step counter -- hence the learning-rate schedule -- and the epoch
 and step within it) and `meta.json` (what was trained how: model, strategy, world size, global
-batch, data-order seed). It is written under a temporary name and renamed into place, so a
-crash mid-write leaves the previous checkpoint whole. Only the chief writes there; other workers
-take part in the (collective) save into a temporary directory that is removed at once.
+batch, steps per epoch, data-order seed). It is written under a temporary name and renamed into
+place, so a crash mid-write leaves the previous checkpoint whole. Only the chief writes there;
+where the save is collective the other workers write into a temporary directory removed at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -20,16 +21,19 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from tfdist.errors import ConfigError
+from tfdist.files import TMP_PREFIX, replacing
+
 log = logging.getLogger("tfdist")
 
 CHECKPOINTS = "checkpoints"
 _NAME = re.compile(r"^ckpt-(\d+)$")
-# What must match for a resume to continue the same training.
+# What must match for a resume to continue the same training (where both runs say).
 IDENTITY = ("model", "strategy", "world_size", "global_batch_size")
 
 
-class ResumeRefused(ValueError):
-    """The checkpoint in --model_dir belongs to a different training."""
+class ResumeRefused(ConfigError):
+    """The checkpoint in the model directory belongs to a different training."""
 
 
 def latest(model_dir: str) -> Optional[tuple[str, dict[str, Any]]]:
@@ -50,12 +54,15 @@ def latest(model_dir: str) -> Optional[tuple[str, dict[str, Any]]]:
 def check_resume(meta: dict[str, Any], identity: dict[str, Any], path: str) -> list[str]:
     """Raise ResumeRefused when the checkpoint's training differs; return notes on what changed
     that is safe (world size with the same global batch)."""
-    differs = {k: (meta.get(k), identity[k]) for k in IDENTITY if meta.get(k) != identity[k]}
+    differs = {
+        k: (meta[k], identity[k])
+        for k in IDENTITY if k in meta and k in identity and meta[k] != identity[k]
+    }
     notes = []
     if "world_size" in differs and "global_batch_size" not in differs:
         old, new = differs.pop("world_size")
         notes.append(f"resuming a {old}-task checkpoint with {new} tasks: safe, the global batch "
-                     f"({identity['global_batch_size']}) is the same")
+                     f"({identity.get('global_batch_size', 'unknown')}) is the same")
     if differs:
         what = "; ".join(f"{k} was {old!r}, now {new!r}" for k, (old, new) in differs.items())
         raise ResumeRefused(
@@ -64,6 +71,38 @@ def check_resume(meta: dict[str, Any], identity: dict[str, Any], path: str) -> l
             (" (keep the global batch: --batch_size x replicas)" if "global_batch_size" in
              differs else "") + ".")
     return notes
+
+
+@dataclasses.dataclass(frozen=True)
+class Resume:
+    """Where a run continues: `epoch` (0-based, the one to run next) and `step` steps into it."""
+
+    epoch: int = 0
+    step: int = 0
+    steps_done: int = 0  # steps since the start of training, all epochs
+    path: Optional[str] = None  # the checkpoint, None for a new run
+    seed: Optional[int] = None  # the data-order seed the checkpoint was trained with
+
+
+def resume_point(model_dir: Optional[str], identity: Optional[dict[str, Any]] = None) -> Resume:
+    """Where training in model_dir continues (Resume() for a new run); with `identity`, refuse a
+    checkpoint of a different training first (ResumeRefused)."""
+    found = latest(model_dir) if model_dir else None
+    if found is None:
+        return Resume()
+    path, meta = found
+    if identity is not None:
+        check_resume(meta, identity, path)
+    epoch, step, per_epoch = meta["epoch"], meta["step"], meta.get("steps_per_epoch")
+    if per_epoch and step >= per_epoch:  # saved at the last step of an epoch
+        epoch, step = epoch + 1, 0
+    done = epoch * per_epoch + step if per_epoch else meta.get("global_step", 0)
+    return Resume(epoch, step, done, path, meta.get("seed"))
+
+
+def describe_model(model) -> str:
+    """What a checkpoint's model is, when the caller names none: class and size."""
+    return f"{type(model).__name__} with {model.count_params()} parameters"
 
 
 class TrainingCheckpoint(tf.keras.callbacks.Callback):
@@ -78,13 +117,14 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
                  is_chief: bool,
                  identity: dict[str, Any],
                  save_steps: int = 0,
-                 keep: int = 2):
+                 keep: int = 2,
+                 collective: bool = False):
         super().__init__()
         if save_steps < 0 or keep < 1:
-            raise ValueError(f"save_steps={save_steps}, keep={keep}: expected save_steps >= 0 "
-                             "and keep >= 1.")
+            raise ConfigError(f"save_steps={save_steps}, keep={keep}: expected save_steps >= 0 "
+                              "and keep >= 1.")
         self.model_dir, self.is_chief, self.identity = model_dir, is_chief, dict(identity)
-        self.save_steps, self.keep = save_steps, keep
+        self.save_steps, self.keep, self.collective = save_steps, keep, collective
         self.root = os.path.join(model_dir, CHECKPOINTS)
         self.resumed_from: Optional[tuple[int, int]] = None
         self.suspend_epoch_save = False  # set on preemption: a cut epoch is not a finished one
@@ -104,16 +144,18 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
                                          optimizer=model.optimizer,
                                          epoch=self._epoch_var,
                                          step=self._step_var)
+        self.identity.setdefault("model", describe_model(model))
+        self.identity["steps_per_epoch"] = self.params.get("steps")
         if self.is_chief:
             self._remove_partial()
         found = latest(self.model_dir)
         if found is not None:
             path, meta = found
             for note in check_resume(meta, self.identity, path):
-                log.info("tfdist: %s", note)
+                log.info("%s", note)
             self._ckpt.read(os.path.join(path, "state")).assert_existing_objects_matched()
             self.resumed_from = (int(self._epoch_var.numpy()), int(self._step_var.numpy()))
-            log.info("tfdist: resuming from %s (epoch %d, step %d)", path, *self.resumed_from)
+            log.info("resuming from %s (epoch %d, step %d)", path, *self.resumed_from)
         # Keras asks the model's training state where to start (tf_keras's own BackupAndRestore
         # uses the same hook); this callback is that state.
         model._training_state = self
@@ -145,26 +187,25 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
         self._step_var.assign(step)
         global_step = int(self.model.optimizer.iterations.numpy())
         if not self.is_chief:
-            scratch = tempfile.mkdtemp(prefix="tfdist-worker-ckpt-")
-            try:
-                self._ckpt.write(os.path.join(scratch, "state"))
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
+            if self.collective:  # take part in the collective read, keep nothing
+                scratch = tempfile.mkdtemp(prefix="tfdist-worker-ckpt-")
+                try:
+                    self._ckpt.write(os.path.join(scratch, "state"))
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
             return None
         final = os.path.join(self.root, f"ckpt-{global_step}")
-        tmp = os.path.join(self.root, f".tmp-ckpt-{global_step}-{os.getpid()}")
-        os.makedirs(tmp, exist_ok=True)
-        self._ckpt.write(os.path.join(tmp, "state"))
-        meta = dict(self.identity, epoch=epoch, step=step, global_step=global_step)
-        with open(os.path.join(tmp, "meta.json"), "w") as f:
-            json.dump(meta, f, indent=2, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        if os.path.exists(final):
-            shutil.rmtree(final)
-        os.replace(tmp, final)  # the checkpoint appears whole, or not at all
+        with replacing(final, folder=True, tag=f"ckpt-{global_step}") as tmp:
+            self._ckpt.write(os.path.join(tmp, "state"))
+            meta = dict(self.identity, epoch=epoch, step=step, global_step=global_step)
+            with open(os.path.join(tmp, "meta.json"), "w") as f:
+                json.dump(meta, f, indent=2, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
         self._prune()
-        log.info("tfdist: checkpoint %s (epoch %d, step %d)", final, epoch, step)
+        # Epoch ends are routine (shown with --verbosity=1); a mid-epoch save is news.
+        log.log(logging.INFO if step else logging.DEBUG, "checkpoint %s (epoch %d, step %d)", final,
+                epoch, step)
         return final
 
     def _prune(self) -> None:
@@ -176,14 +217,16 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
         """Temporary checkpoints of a run that crashed while writing."""
         if os.path.isdir(self.root):
             for name in os.listdir(self.root):
-                if name.startswith(".tmp-"):
-                    log.info("tfdist: removing %s, left by an interrupted save", name)
+                if name.startswith(TMP_PREFIX):
+                    log.info("removing %s, left by an interrupted save", name)
                     shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
 
 
 class StepCheckpoint(TrainingCheckpoint):
     """TrainingCheckpoint that also saves every `save_steps` steps. A separate class because
     batch-level callbacks are refused under ParameterServerStrategy."""
+
+    _supports_tf_logs = True  # reads no logs: Keras need not fetch them after every step
 
     def on_train_batch_end(self, batch, logs=None):
         if int(self.model.optimizer.iterations.numpy()) % self.save_steps == 0:
@@ -193,6 +236,7 @@ class StepCheckpoint(TrainingCheckpoint):
 def make_checkpoint(model_dir: str,
                     is_chief: bool,
                     identity: dict[str, Any],
-                    save_steps: int = 0) -> TrainingCheckpoint:
+                    save_steps: int = 0,
+                    collective: bool = False) -> TrainingCheckpoint:
     cls = StepCheckpoint if save_steps else TrainingCheckpoint
-    return cls(model_dir, is_chief, identity, save_steps=save_steps)
+    return cls(model_dir, is_chief, identity, save_steps=save_steps, collective=collective)

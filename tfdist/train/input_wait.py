@@ -1,15 +1,17 @@
-"""Time each training step spends waiting for its input batch, inside the step itself.
+"""Time each training step spends waiting for its input batch, and count its samples, inside the
+step itself.
 
 Keras fetches the batch (`next(iterator)`) and runs the step in one traced function, so nothing
-outside it can tell waiting from computing. `time_input_waits` rebuilds that function the way
-tf_keras 2.18's `Model.make_train_function` does for one step per call, with two timestamps
-around the fetch, and adds the wait to a variable: no extra call or host sync per step.
+outside it can tell waiting from computing. `count_steps` rebuilds that function the way tf_keras
+2.18's `Model.make_train_function` does for one step per call, with two timestamps around the
+fetch, and adds the wait and the batch's size to two variables: no extra call or host sync per
+step, and the samples are counted, not inferred from a batch size the caller has to know.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import tensorflow as tf
 
@@ -37,11 +39,26 @@ def workers(model) -> int:
     return max(1, int(getattr(model.distribute_strategy.extended, "_num_workers", 1)))
 
 
-def time_input_waits(model) -> Optional[tf.Variable]:
+class StepCounters(NamedTuple):
+    """Totals since fit began, of this task (parameter_server: of every worker)."""
+
+    waited: tf.Variable  # seconds the steps waited for their batch
+    samples: tf.Variable  # samples the steps trained on (all local replicas)
+
+
+def _batch_size(data, strategy):
+    """Samples in this step's batch, over the task's local replicas."""
+    first = tf.nest.flatten(data)[0]  # a tensor, or per-replica values of one
+    sizes = [tf.shape(t)[0] for t in strategy.experimental_local_results(first)]
+    return tf.cast(tf.add_n(sizes), tf.float64)
+
+
+def count_steps(model) -> Optional[StepCounters]:
     """Replace model.train_function (call from on_train_begin: fit has just made it) by one that
-    also adds each step's wait for input, in seconds, to the returned variable. None, with the
-    reason logged, when this fit cannot be timed. Under parameter_server the steps run on the
-    workers and the variable lives on a parameter server: it sums every worker's waits."""
+    also adds each step's wait for input, in seconds, and its samples to the returned variables.
+    None, with the reason logged, when this fit cannot be instrumented. Under parameter_server the
+    steps run on the workers and the variables live on a parameter server: they sum every
+    worker's."""
     reason = unsupported(model)
     if reason:
         log.info("input wait not measured: %s.", reason)
@@ -49,8 +66,11 @@ def time_input_waits(model) -> Optional[tf.Variable]:
     from tf_keras.src.engine.training import _minimum_control_deps, reduce_per_replica
 
     # Created inside fit's strategy scope, by every task in the same order as its other
-    # callbacks' variables; each synchronous task adds and reads its own waits (no aggregation).
-    waited = tf.Variable(0.0, dtype=tf.float64, trainable=False, name="tfdist_input_wait")
+    # callbacks' variables; each synchronous task adds and reads its own (no aggregation).
+    def variable(name):
+        return tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name)
+
+    counters = StepCounters(variable("tfdist_input_wait"), variable("tfdist_samples"))
     strategy = model.distribute_strategy
 
     def run_step(data):
@@ -68,7 +88,8 @@ def time_input_waits(model) -> Optional[tf.Variable]:
             data = next(iterator)
         with tf.control_dependencies(tf.nest.flatten(data, expand_composites=True)):
             arrived = tf.timestamp()
-        waited.assign_add(arrived - start)
+        counters.waited.assign_add(arrived - start)
+        counters.samples.assign_add(_batch_size(data, strategy))
         outputs = strategy.run(run_step, args=(data, ))
         return reduce_per_replica(outputs, strategy, reduction=model.distribute_reduction_method)
 
@@ -81,4 +102,4 @@ def time_input_waits(model) -> Optional[tf.Variable]:
                                                                      args=(iterator, ))
     else:
         model.train_function = train_function
-    return waited
+    return counters

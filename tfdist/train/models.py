@@ -6,6 +6,8 @@ from typing import Callable
 
 import tensorflow as tf
 
+from tfdist.errors import ConfigError
+
 layers = tf.keras.layers
 
 
@@ -77,10 +79,20 @@ MODELS: dict[str, Callable] = {
 def build_model(name: str, input_shape, num_classes: int):
     """A fresh, uncompiled model; outputs logits."""
     if name not in MODELS:
-        raise ValueError(f"Unknown model {name!r}: expected one of {', '.join(MODELS)} (--model).")
+        raise ConfigError(f"Unknown model {name!r}: expected one of {', '.join(MODELS)} (--model).")
     model = MODELS[name](tuple(input_shape), num_classes)
     if tf.keras.mixed_precision.global_policy().compute_dtype != "float32":
         # Mixed precision: logits (and so the loss) in float32, for numerical stability.
         logits = layers.Activation("linear", dtype="float32")(model.output)
         model = tf.keras.Model(model.input, logits, name=model.name)
+    return model
+
+
+def compiled_model(name: str, info: dict, optimizer="sgd"):
+    """`tfdist train`'s model for a pipeline's `info`, compiled for its classes (a plain copy, for
+    evaluation, with the default optimizer)."""
+    model = build_model(name, info["input_shape"], info["num_classes"])
+    model.compile(optimizer=optimizer,
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
     return model

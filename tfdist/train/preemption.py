@@ -1,66 +1,111 @@
-"""Preemption and the Slurm time limit: stop at an agreed step, checkpoint, requeue or exit 75.
+"""Preemption and the Slurm time limit: stop at an agreed step, checkpoint, requeue, exit 75.
 
 `sbatch --signal=USR1@60` (or a scheduler's SIGTERM) reaches every task. Each records it; about
 every second (a step count that the chief sets) the training tasks agree in one tiny collective
 whether any of them was signalled, so all stop after the same step and the collective checkpoint
-lines up.
+lines up. When model.fit has stopped, rank 0 requeues the Slurm job (when asked), every task waits
+for it, and model.fit raises Preempted: the process ends with status 75 unless the script catches
+it, in a user's script as in `tfdist train`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import subprocess
 import time
 from typing import Optional
 
 import tensorflow as tf
 
+from tfdist.cluster.slurm import requeue as requeue_job
+from tfdist.errors import ConfigError
 from tfdist.train.checkpoint import TrainingCheckpoint, latest
 
 log = logging.getLogger("tfdist")
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
-EXIT_PREEMPTED = 75  # EX_TEMPFAIL: "try again" -- the run is resumable from its checkpoint
+EXIT_PREEMPTED = 75  # EX_TEMPFAIL, "try again": the run is resumable from its checkpoint
+
+_caught: dict[str, Optional[int]] = {"signal": None, "installed": False}
+
+
+class Preempted(SystemExit):
+    """Training stopped on a signal after checkpointing; re-running resumes it. A SystemExit with
+    status 75: uncaught it ends the process with that status, and `except Exception` in a
+    user's script does not swallow it."""
+
+    def __init__(self, message: str):
+        super().__init__(EXIT_PREEMPTED)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def catch_signals() -> None:
+    """From now on SIGTERM and SIGUSR1 are recorded instead of ending the process (call early:
+    `tfdist train` does before TensorFlow starts; rt.callbacks(model_dir=...) at the latest)."""
+    if _caught["installed"]:
+        return
+
+    def record(signum, frame):
+        if _caught["signal"] is None:
+            log.warning("received %s; stopping after an agreed step to checkpoint",
+                        signal.Signals(signum).name)
+        _caught["signal"] = signum
+
+    for sig in SIGNALS:
+        signal.signal(sig, record)
+    _caught["installed"] = True
+
+
+def signalled() -> bool:
+    return _caught["signal"] is not None
 
 
 class PreemptionHandler(tf.keras.callbacks.Callback):
-    """Catch SIGTERM/SIGUSR1 from the moment it is made; at the end of an epoch, stop every task
-    if any was signalled. `attach` it to the engine and checkpoint before fit."""
+    """At the end of an epoch, stop every task if any was signalled; when fit ends so, requeue
+    (rank 0, with `requeue`) and raise Preempted. Put it last: the others' on_train_end run
+    first. `engine`: the tasks' agreement; `checkpoint`: the one that saved (or None)."""
 
-    def __init__(self):
+    def __init__(self,
+                 engine,
+                 checkpoint: Optional[TrainingCheckpoint] = None,
+                 requeue: bool = False):
         super().__init__()
-        self.engine = None
-        self.checkpoint: Optional[TrainingCheckpoint] = None
-        self.signal: Optional[int] = None
+        catch_signals()
+        self.engine, self.checkpoint, self.requeue = engine, checkpoint, requeue
         self.preempted_at: Optional[tuple[int, int]] = None
         self.saved: Optional[str] = None
         self._epoch = 0
-        for sig in SIGNALS:  # now, so a signal during start-up is not fatal either
-            signal.signal(sig, self._record)
-
-    def attach(self, engine, checkpoint: Optional[TrainingCheckpoint]) -> "PreemptionHandler":
-        self.engine, self.checkpoint = engine, checkpoint
-        return self
-
-    def _record(self, signum, frame):
-        if self.signal is None:
-            log.warning("tfdist: received %s; stopping after an agreed step to checkpoint",
-                        signal.Signals(signum).name)
-        self.signal = signum
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
 
     def on_epoch_end(self, epoch, logs=None):
-        # The checkpoint callback (added before this one) has just saved the finished epoch.
-        if self.preempted_at is None and self.engine.any_task(self.signal is not None):
+        # The checkpoint callback (before this one) has just saved the finished epoch.
+        if self.preempted_at is None and self.engine.any_task(signalled()):
             self.preempted_at = (epoch + 1, 0)
             if self.checkpoint is not None:
                 found = latest(self.checkpoint.model_dir)
                 self.saved = found[0] if found else None
             self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.preempted_at is None:
+            return
+        epoch, step = self.preempted_at
+        requeued = self.requeue and self.engine.rank == 0 and requeue_job(
+            self.engine.cluster.job_id)
+        # No task leaves before rank 0 has requeued: under `srun --kill-on-bad-exit` an early
+        # exit would get rank 0 killed first.
+        self.engine.barrier()
+        at = f"after epoch {epoch}" if step == 0 else f"at epoch {epoch + 1}, step {step}"
+        message = (f"preempted {at}; checkpoint: {self.saved or 'none'}. " +
+                   ("The job was requeued and resumes from it." if requeued else
+                    "Re-run the same command (same model directory) to resume."))
+        log.warning("%s", message)
+        raise Preempted(message)
 
 
 class StepPreemptionHandler(PreemptionHandler):
@@ -71,39 +116,43 @@ class StepPreemptionHandler(PreemptionHandler):
     `check_steps`, at most `max_steps` steps) and sends it with each agreement: small fast steps
     do not pay for a collective each, and a signal is acted on within about check_seconds."""
 
+    _supports_tf_logs = True  # reads no logs: Keras need not fetch them after every step
+
     def __init__(self,
-                 check_steps: int = 1,
-                 taking_over: Optional[PreemptionHandler] = None,
+                 engine,
+                 checkpoint: Optional[TrainingCheckpoint] = None,
+                 requeue: bool = False,
                  several_tasks: bool = False,
+                 check_steps: int = 10,
                  check_seconds: float = 1.0,
                  max_steps: int = 1000):
-        super().__init__()
+        super().__init__(engine, checkpoint, requeue)
         if check_steps < 1:
-            raise ValueError(f"check_steps={check_steps}: expected >= 1.")
+            raise ConfigError(f"check_steps={check_steps}: expected >= 1.")
+        if not several_tasks:
+            check_steps = 1  # alone: look at the own flag after every step, no collective
         self.check_steps, self.interval = check_steps, check_steps
         self.several_tasks, self.check_seconds, self.max_steps = (several_tasks, check_seconds,
                                                                   max_steps)
         self.agreements: list[tuple[int, int]] = []  # (step, interval set then), for the logs
         self._steps = 0
         self._last_check = (0, time.perf_counter())
-        if taking_over is not None:  # a signal the start-up handler already caught
-            self.signal = taking_over.signal
 
     def on_train_batch_end(self, batch, logs=None):
         self._steps += 1
         if self._steps - self._last_check[0] < self.interval:
             return
-        if self._agree(self.signal is not None):
+        if self._agree(signalled()):
             self.preempted_at = (self._epoch, batch + 1)
             if self.checkpoint is not None:
                 self.checkpoint.suspend_epoch_save = True
                 self.saved = self.checkpoint.save(*self.preempted_at)
             self.model.stop_training = True
 
-    def _agree(self, signalled: bool) -> bool:
+    def _agree(self, flag: bool) -> bool:
         if not self.several_tasks:
             self._last_check = (self._steps, 0.0)  # alone: no interval to time
-            return self.engine.any_task(signalled)
+            return flag
         steps, since = self._last_check
         now = time.perf_counter()
         proposal = 0.0
@@ -111,7 +160,7 @@ class StepPreemptionHandler(PreemptionHandler):
             per_step = (now - since) / max(1, self._steps - steps)
             proposal = min(self.max_steps,
                            max(self.check_steps, round(self.check_seconds / max(per_step, 1e-6))))
-        rows = self.engine.gather_floats([1.0 if signalled else 0.0, float(proposal)])
+        rows = self.engine.gather_floats([1.0 if flag else 0.0, float(proposal)])
         self.interval = int(max(row[1] for row in rows))  # the chief's; the others send 0
         self.agreements.append((self._steps, self.interval))
         self._last_check = (self._steps, now)
@@ -120,21 +169,3 @@ class StepPreemptionHandler(PreemptionHandler):
     def on_epoch_end(self, epoch, logs=None):
         if self.preempted_at is None:
             super().on_epoch_end(epoch, logs)
-
-
-def requeue_slurm_job(environ=None) -> bool:
-    """`scontrol requeue` this Slurm job (call on rank 0 only); False when not under Slurm."""
-    environ = os.environ if environ is None else environ
-    job_id = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")
-    if not job_id:
-        return False
-    result = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
-    if result.returncode != 0:
-        log.error(
-            "tfdist: `scontrol requeue %s` failed: %s. Submit with `#SBATCH --requeue` "
-            "(or re-submit by hand; training resumes from the checkpoint).", job_id,
-            result.stderr.strip())
-        return False
-    log.warning("tfdist: requeued Slurm job %s; it resumes from the checkpoint when it runs again",
-                job_id)
-    return True

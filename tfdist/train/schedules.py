@@ -11,7 +11,8 @@ import math
 
 import tensorflow as tf
 
-SCHEDULES = ("constant", "cosine", "step")
+from tfdist.errors import ConfigError
+from tfdist.train.config import OPTIMIZERS, SCHEDULES
 
 
 @tf.keras.utils.register_keras_serializable(package="tfdist")
@@ -30,13 +31,13 @@ class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
                  decay_rate: float = 0.1):
         super().__init__()
         if schedule not in SCHEDULES:
-            raise ValueError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)} "
+            raise ConfigError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)} "
                              "(--lr_schedule).")
         if schedule == "cosine" and total_steps <= warmup_steps:
-            raise ValueError(f"cosine decay needs total_steps ({total_steps}) > warmup_steps "
+            raise ConfigError(f"cosine decay needs total_steps ({total_steps}) > warmup_steps "
                              f"({warmup_steps}).")
         if schedule == "step" and decay_steps < 1:
-            raise ValueError(f"step decay needs decay_steps >= 1; received {decay_steps}.")
+            raise ConfigError(f"step decay needs decay_steps >= 1; received {decay_steps}.")
         self.start_lr, self.peak_lr = float(start_lr), float(peak_lr)
         self.warmup_steps, self.schedule = int(warmup_steps), schedule
         self.total_steps, self.decay_steps = int(total_steps), int(decay_steps)
@@ -64,3 +65,26 @@ class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
                     total_steps=self.total_steps,
                     decay_steps=self.decay_steps,
                     decay_rate=self.decay_rate)
+
+
+def make_optimizer(name: str, lr):
+    """`tfdist train --optimizer`: SGD with momentum 0.9, or Adam, at rate (or schedule) lr."""
+    if name == "sgd":
+        return tf.keras.optimizers.SGD(lr, momentum=0.9)
+    if name == "adam":
+        return tf.keras.optimizers.Adam(lr)
+    raise ConfigError(f"Unknown optimizer {name!r}: expected one of {', '.join(OPTIMIZERS)}.")
+
+
+def learning_rate(cfg, peak: float, steps: int):
+    """`tfdist train`'s rate: the scaled `peak`, or a WarmupSchedule when warming up or decaying
+    (cfg: a TrainConfig; steps: per epoch)."""
+    if cfg.warmup_epochs <= 0 and cfg.lr_schedule == "constant":
+        return peak
+    return WarmupSchedule(start_lr=cfg.lr,
+                          peak_lr=peak,
+                          warmup_steps=round(cfg.warmup_epochs * steps),
+                          schedule=cfg.lr_schedule,
+                          total_steps=cfg.epochs * steps,
+                          decay_steps=round(cfg.lr_decay_epochs * steps),
+                          decay_rate=cfg.lr_decay_rate)

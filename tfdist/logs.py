@@ -1,0 +1,120 @@
+"""A quiet, honest terminal: what tfdist and TensorFlow print by default, and `TFDIST_VERBOSE=1`
+(or `--verbosity=1` of the tfdist commands) to see everything.
+
+By default, set up before TensorFlow loads (`import tfdist` calls `setup`):
+- TensorFlow's C++ INFO and WARNING lines are off (TF_CPP_MIN_LOG_LEVEL=2; its errors stay), and
+  its Python INFO lines (strategy set-up, every all-reduce it builds) too;
+- tfdist's own lines go to stderr as `tfdist: ...` from the chief, and only warnings and errors
+  from the other tasks;
+- `NOISE`: lines TensorFlow 2.18 prints on every healthy run, in red `E` lines that newcomers read
+  as errors (CUDA plugins registered twice, cuInit on a machine without an NVIDIA driver, absl's
+  note before its logging starts): `tfdist launch` and `tfdist train` drop them.
+Imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping, MutableMapping
+from typing import Optional
+
+VERBOSE_ENV = "TFDIST_VERBOSE"
+TF_CPP_QUIET = "2"  # TF_CPP_MIN_LOG_LEVEL: C++ errors only
+LOGGER = "tfdist"
+
+_NOISE = [
+    r"Unable to register cu(FFT|DNN|BLAS) factory: Attempting to register factory for plugin",
+    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+]
+# Without an NVIDIA driver no GPU can be used, so TensorFlow's failing cuInit says nothing new.
+if not os.path.exists("/dev/nvidiactl"):
+    _NOISE.append(r"failed call to cuInit")
+NOISE = re.compile("|".join(_NOISE))
+
+
+def verbose(environ: Optional[Mapping[str, str]] = None) -> bool:
+    environ = os.environ if environ is None else environ
+    return environ.get(VERBOSE_ENV, "0") not in ("", "0")
+
+
+def is_noise(line: str, environ: Optional[Mapping[str, str]] = None) -> bool:
+    """A line of TensorFlow's start-up noise (never when verbose)."""
+    return not verbose(environ) and NOISE.search(line) is not None
+
+
+def quiet_environ(environ: Optional[MutableMapping[str, str]] = None) -> None:
+    """TensorFlow's C++ log level, for this process and the processes it starts (before
+    TensorFlow loads; a level the user set is kept)."""
+    environ = os.environ if environ is None else environ
+    environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose(environ) else TF_CPP_QUIET)
+
+
+class _Formatter(logging.Formatter):
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = "" if record.levelno < logging.WARNING else f"{record.levelname.lower()}: "
+        return f"tfdist: {level}{super().format(record)}"
+
+
+def setup() -> None:
+    """tfdist's logger and TensorFlow's Python logger, as described above (idempotent)."""
+    quiet_environ()
+    logger = logging.getLogger(LOGGER)
+    if not any(isinstance(h.formatter, _Formatter) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False  # not twice through absl's root handler
+    set_verbose(verbose())
+
+
+def set_verbose(on: bool) -> None:
+    """Everything (on) or the quiet default; tfdist commands call it for --verbosity>=1."""
+    if on:
+        os.environ[VERBOSE_ENV] = "1"
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"  # in effect where TensorFlow is not loaded yet
+    logging.getLogger(LOGGER).setLevel(logging.DEBUG if on else logging.INFO)
+    logging.getLogger("tensorflow").setLevel(logging.NOTSET if on else logging.WARNING)
+
+
+# The filter process: it ignores the signals meant for training (it ends when the pipe closes, also
+# after a crash of the process it filters, whose last words it still passes on).
+_FILTER = """
+import re, signal, sys
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+noise, out = re.compile(sys.argv[1]), sys.stdout.buffer
+for line in sys.stdin.buffer:
+    if not noise.search(line.decode(errors="replace")):
+        out.write(line)
+        out.flush()
+"""
+
+
+def filter_stderr() -> None:
+    """Drop the NOISE lines from this process's stderr, file descriptor 2 (TensorFlow's C++ logging
+    writes there directly), through a small filter process. Call it before TensorFlow loads; a
+    no-op when verbose."""
+    if verbose():
+        return
+    sys.stderr.flush()
+    read, write = os.pipe()
+    original = os.dup(2)
+    subprocess.Popen([sys.executable, "-S", "-c", _FILTER, NOISE.pattern],
+                     stdin=read,
+                     stdout=original,
+                     start_new_session=True)  # Ctrl-C and scancel's group signals pass it by
+    os.close(read)
+    os.close(original)
+    os.dup2(write, 2)
+    os.close(write)
+
+
+def quiet_other_tasks(rank: int) -> None:
+    """Only the chief (rank 0) tells what happens; the others tell only what goes wrong."""
+    if rank != 0 and not verbose():
+        logging.getLogger(LOGGER).setLevel(logging.WARNING)

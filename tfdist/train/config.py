@@ -1,0 +1,44 @@
+"""What `tfdist train` trains, and how: one TrainConfig, whose defaults are also the flags' (no
+TensorFlow, so the flags can be defined without loading it)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+OPTIMIZERS = ("sgd", "adam")
+MIXED_PRECISION = ("float32", "mixed_float16", "mixed_bfloat16")
+SCHEDULES = ("constant", "cosine", "step")
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    model: str = "cnn"
+    pipeline: str = "digits"
+    strategy: str = "auto"
+    num_ps: int = 1
+    evaluator: bool = False  # parameter_server: the last task evaluates the checkpoints
+    port: Optional[int] = None
+    epochs: int = 10
+    batch_size: int = 32  # per replica
+    lr: float = 0.05  # single-replica rate, scaled by lr_scaling
+    lr_scaling: str = "linear"
+    warmup_epochs: float = 0.0  # ramp from lr to the scaled rate (Goyal et al., 2017)
+    lr_schedule: str = "constant"  # after warmup: constant, cosine or step
+    lr_decay_epochs: float = 0.0  # step schedule: decay every this many epochs
+    lr_decay_rate: float = 0.1
+    optimizer: str = "sgd"
+    mixed_precision: str = "float32"
+    model_dir: Optional[str] = None
+    checkpoint_steps: int = 0  # 0: checkpoint at each epoch end only
+    requeue: Optional[bool] = None  # on preemption under Slurm, requeue; None: $TFDIST_REQUEUE
+    tensorboard: bool = True
+    seed: int = 0
+    shuffle: bool = True
+    steps_per_epoch: int = 0  # 0: one pass over the training split
+    data_dir: Optional[str] = None
+    verbose: Optional[int] = None  # None: progress bar on a terminal, one line per epoch otherwise
+    engine_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+DEFAULTS = TrainConfig()

@@ -1,0 +1,31 @@
+"""One line per epoch for batch logs, where Keras's verbose=2 prints two."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import tensorflow as tf
+
+log = logging.getLogger("tfdist")
+
+
+def _value(name: str, value: float) -> str:
+    if name == "samples_per_sec":
+        return f"{value:.0f} samples/s"
+    if name == "input_wait":
+        return f"input wait {value:.1%}"
+    return f"{name} {value:.4f}"
+
+
+class EpochLine(tf.keras.callbacks.Callback):
+    """`epoch 3/10: loss 0.4087 - accuracy 0.8700 - 3205 samples/s - input wait 1.4% - 0.5 s`:
+    every value of the epoch's logs (put it after the callbacks that add theirs)."""
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        values = [_value(k, float(v)) for k, v in (logs or {}).items()]
+        values.append(f"{time.perf_counter() - self._start:.1f} s")
+        log.info("epoch %d/%d: %s", epoch + 1, self.params["epochs"], " - ".join(values))
