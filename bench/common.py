@@ -6,7 +6,6 @@ Imports no TensorFlow: the drivers stay light, the measured processes load it th
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import signal

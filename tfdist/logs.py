@@ -6,9 +6,10 @@ By default, set up before TensorFlow loads (`import tfdist` calls `setup`):
   its Python INFO lines (strategy set-up, every all-reduce it builds) too;
 - tfdist's own lines go to stderr as `tfdist: ...` from the chief, and only warnings and errors
   from the other tasks;
-- `NOISE`: lines TensorFlow 2.18 prints on every healthy run, in red `E` lines that newcomers read
-  as errors (CUDA plugins registered twice, cuInit on a machine without an NVIDIA driver, absl's
-  note before its logging starts): `tfdist launch` and `tfdist train` drop them.
+- `NOISE`: lines TensorFlow 2.18 prints on every healthy run, some as red `E` lines that newcomers
+  read as errors (CUDA plugins registered twice, cuInit on a machine without an NVIDIA driver,
+  absl's note before its logging starts, absl's C++ INFO lines): `tfdist launch` and
+  `tfdist train` drop them.
 Imports no TensorFlow.
 """
 
@@ -29,6 +30,9 @@ LOGGER = "tfdist"
 _NOISE = [
     r"Unable to register cu(FFT|DNN|BLAS) factory: Attempting to register factory for plugin",
     r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+    # INFO lines of absl's C++ logging (gRPC server started, coordination agent connected), which
+    # TF_CPP_MIN_LOG_LEVEL does not reach.
+    r"^I\d{4} [\d:.]+ +\d+ [\w.]+:\d+\] ",
 ]
 # Without an NVIDIA driver no GPU can be used, so TensorFlow's failing cuInit says nothing new.
 if not os.path.exists("/dev/nvidiactl"):

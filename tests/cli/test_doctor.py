@@ -11,33 +11,29 @@ import shutil
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.cluster.test_slurm import step
-from tests.slurm.conftest import TFDIST as SLURM_TFDIST
+from tests.helpers import TFDIST, clean_environ, free_port
 from tests.slurm.conftest import jobdir, slurm  # noqa: F401  (fixtures)
 from tfdist import doctor
 from tfdist.cluster import detect
 from tfdist.distribute.horovod_setup import INSTALL_HINT
 
-TFDIST = str(Path(sys.executable).parent / "tfdist")
 NO_TF = ("--skip=tensorflow,horovod", )
 
 
-def clean_environ():
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLURM", "TFDIST", "HOROVOD")) and k not in ("TF_CONFIG",
-                                                                          "CUDA_VISIBLE_DEVICES",
-                                                                          "PYTHONPATH")
-    }
+def doctor_environ():
+    """A clean environment without the GPU and path settings doctor looks at."""
+    env = clean_environ()
+    for name in ("CUDA_VISIBLE_DEVICES", "PYTHONPATH"):
+        env.pop(name, None)
+    return env
 
 
 def run_doctor(env, *args, path_first=None, pythonpath=None, timeout=120):
-    environ = dict(clean_environ(), **env)
+    environ = dict(doctor_environ(), **env)
     if path_first is not None:
         environ["PATH"] = f"{path_first}{os.pathsep}{environ['PATH']}"
     if pythonpath is not None:
@@ -51,12 +47,6 @@ def run_doctor(env, *args, path_first=None, pythonpath=None, timeout=120):
 
 def lines(r, check):
     return [line for line in r.stdout.splitlines() if line[9:].startswith(f"{check}: ")]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return s.getsockname()[1]
 
 
 def one_node(procid=0, ntasks=2, **extra):
@@ -266,7 +256,7 @@ def test_doctor_imports_no_tensorflow():
             "assert 'tensorflow' not in sys.modules, 'tfdist doctor imported TensorFlow'\n"
             "print('no-tf')")
     r = subprocess.run([sys.executable, "-c", code],
-                       env=clean_environ(),
+                       env=doctor_environ(),
                        capture_output=True,
                        text=True,
                        timeout=60)
@@ -448,8 +438,8 @@ def test_doctor_in_a_real_batch_job(slurm, jobdir):  # noqa: F811
     # Under srun every task finds its role, port, both node names and the shared run directory;
     # in the batch script itself (no srun) doctor says that the step is missing and fails.
     checks = f"--strategy=multi_worker --model_dir={jobdir}/run --skip=tensorflow --skip=horovod"
-    script = (f"srun --label {SLURM_TFDIST} doctor {checks} > srun.out 2>&1; echo $? > srun.rc\n"
-              f"{SLURM_TFDIST} doctor {checks} > batch.out 2>&1; echo $? > batch.rc\n")
+    script = (f"srun --label {TFDIST} doctor {checks} > srun.out 2>&1; echo $? > srun.rc\n"
+              f"{TFDIST} doctor {checks} > batch.out 2>&1; echo $? > batch.rc\n")
     job = slurm.sbatch(script, "--nodes=2", "--ntasks-per-node=1", workdir=jobdir)
     assert job.state == "COMPLETED", job.describe()
     out = job.read("srun.out")

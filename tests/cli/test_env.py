@@ -1,29 +1,17 @@
 """`tfdist env` as a user runs it: a subprocess with a faked Slurm or TF_CONFIG environment."""
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from tests.cluster.test_slurm import step
-
-TFDIST = str(Path(sys.executable).parent / "tfdist")
+from tests.helpers import TFDIST, run
 
 
 def run_env(env, *args):
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("SLURM", "TFDIST", "HOROVOD")) and k != "TF_CONFIG"
-    }
-    return subprocess.run([TFDIST, "env", *args],
-                          env=dict(clean, **env),
-                          capture_output=True,
-                          text=True,
-                          timeout=60)
+    return run([TFDIST, "env", *args], env=env, timeout=60)
 
 
 def test_json_in_a_slurm_step():

@@ -6,9 +6,8 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-TFDIST = str(Path(sys.executable).parent / "tfdist")
+from tests.helpers import TFDIST
 
 
 def launch(*args, **kwargs):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.helpers import tfdist_log
 from tfdist.data import build_dataset, make_input_context, plan_shards, TFRecordSource
 from tfdist.data.build import dataset_options
 
@@ -43,13 +44,13 @@ def test_plan_logged_once(one_file_tfrecord, caplog, monkeypatch):
     from tfdist.data import sharding
 
     monkeypatch.setattr(sharding, "_logged", set())  # earlier tests may have logged this plan
-    with caplog.at_level("INFO"), caplog.at_level("INFO", logger="absl"):
+    with tfdist_log(caplog):
         for _ in range(3):
             build_dataset(TFRecordSource.from_folder(one_file_tfrecord, "train"),
                           make_input_context(3, 2, 3), 5)
     lines = [r.getMessage() for r in caplog.records if "input pipelines" in r.getMessage()]
     assert lines == [
-        "tfdist.data: 1 file (103 records) over 3 input pipelines: fewer files than "
+        "1 file (103 records) over 3 input pipelines: fewer files than "
         "pipelines, so by record: every pipeline reads all files and keeps every 3rd"
         " record; pipeline 2 yields 30 records per epoch; 13 records per epoch left "
         "out so every pipeline has the same number of full batches."

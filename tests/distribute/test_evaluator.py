@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.distribute.conftest import TFDIST, launch
+from tests.helpers import TFDIST, launch
 
 pytestmark = pytest.mark.slow
 

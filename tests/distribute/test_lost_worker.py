@@ -1,24 +1,24 @@
 """A worker killed mid-training ends the job: the survivor fails fast and names the lost task."""
 
-import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.distribute.conftest import HERE, launch, needs_horovod
+from tests.helpers import clean_environ, free_port_base, launch, requires_horovod
 from tfdist.cluster.local import launch_environ
-from tfdist.cluster.ports import free_port_base
+
+HERE = Path(__file__).parent
 
 pytestmark = pytest.mark.slow
 SCRIPT = str(HERE / "long_train_script.py")
 
 
 def start(rank, strategy, port, log):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "HOROVOD"))}
-    env.update(launch_environ(rank, 2, port), PYTHONUNBUFFERED="1")
+    env = clean_environ(**launch_environ(rank, 2, port), PYTHONUNBUFFERED="1")
     return subprocess.Popen([sys.executable, SCRIPT, strategy],
                             env=env,
                             stdout=log,
@@ -50,14 +50,15 @@ def test_multi_worker_survivor_names_the_lost_worker(tmp_path):
     assert "tfdist: Lost worker 1 (rank 1, localhost:" in log
 
 
-@needs_horovod
+@requires_horovod
 def test_horovod_survivor_says_which_rank_stopped(tmp_path):
     status, seconds, log = kill_rank1_and_wait("horovod", tmp_path)
     assert status != 0 and seconds < 60
     assert "tfdist: Horovod shut down while rank 0 of 2 was training: rank 1 stopped" in log
 
 
-@pytest.mark.parametrize("strategy", ["multi_worker", pytest.param("horovod", marks=needs_horovod)])
+@pytest.mark.parametrize(
+    "strategy", ["multi_worker", pytest.param("horovod", marks=requires_horovod)])
 def test_launch_returns_non_zero_and_names_the_dead_rank(strategy):
     start = time.monotonic()
     r = launch(2, sys.executable, SCRIPT, strategy, "20", timeout=300)

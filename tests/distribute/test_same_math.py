@@ -1,11 +1,14 @@
 """N replicas with the same global batch and data order end with the same weights as one."""
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.distribute.conftest import HERE, launch, needs_horovod, run
+from tests.helpers import launch, requires_horovod, run
+
+HERE = Path(__file__).parent
 
 pytestmark = pytest.mark.slow
 SCRIPT = str(HERE / "same_math_script.py")
@@ -46,7 +49,7 @@ def test_multi_worker_two_processes(single, tmp_path):
     assert_same_weights(single, load(tmp_path / "w.npz"), 2)
 
 
-@needs_horovod
+@requires_horovod
 def test_horovod_two_processes(single, tmp_path):
     r = launch(2, sys.executable, SCRIPT, "horovod", str(tmp_path / "w.npz"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

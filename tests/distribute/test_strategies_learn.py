@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.distribute.conftest import TFDIST, launch, needs_horovod
+from tests.helpers import TFDIST, launch, requires_horovod
 
 pytestmark = pytest.mark.slow
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
     "strategy,n,extra,replicas",
     [
         ("multi_worker", 2, [], 2),
-        pytest.param("horovod", 2, [], 2, marks=needs_horovod),
+        pytest.param("horovod", 2, [], 2, marks=requires_horovod),
         ("mirrored", 1, ["--cpu_devices=2"], 2),
         # Asynchronous, stale updates: three times the epochs, and Adam, which tolerates staleness
         # better than SGD with momentum (SGD: 0.95-0.99 from run to run; Adam: 0.978-0.983).

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.horovod.helpers import clean_environ, free_port_base, requires_horovod
+from tests.helpers import clean_environ, free_port_base, requires_horovod
 from tfdist.cluster import Cluster, build_roles
 from tfdist.cluster.local import launch_environ
 from tfdist.distribute import horovod_setup as hs

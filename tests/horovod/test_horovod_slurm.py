@@ -4,7 +4,8 @@ Each node is a network namespace; each task's gloo interface is chosen towards r
 import numpy as np
 import pytest
 
-from tests.horovod.helpers import WORKER, requires_horovod
+from tests.helpers import requires_horovod
+from tests.horovod.helpers import WORKER
 from tests.slurm.conftest import PYTHON, jobdir, slurm  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.horovod, requires_horovod]

@@ -7,13 +7,14 @@ import time
 import numpy as np
 import pytest
 
-from tests.horovod.helpers import finish, free_port_base, requires_horovod, start_task
+from tests.helpers import free_port_base, requires_horovod
+from tests.horovod.helpers import finish, start_task
 
 pytestmark = [pytest.mark.horovod, pytest.mark.slow, requires_horovod]
 
 
 def run_pair(tmp_path, mode, **extra):
-    port = free_port_base()
+    port = free_port_base(2)
     outs = [tmp_path / f"{mode}-{rank}.json" for rank in range(2)]
     procs = [start_task(mode, outs[r], rank=r, port=port, **extra) for r in range(2)]
     results = finish(procs, timeout=240)
@@ -59,7 +60,7 @@ def test_a_task_that_never_starts_ends_the_other_with_an_error(tmp_path, present
     """Rank 0 alone waits for rank 1; rank 1 alone waits for rank 0's rendezvous. Both must fail
     with a message naming the missing side within the timeout, not hang."""
     timeout = 8
-    port = free_port_base()
+    port = free_port_base(2)
     proc = start_task("init",
                       tmp_path / "x.json",
                       rank=present,
@@ -78,7 +79,7 @@ def test_a_task_that_never_starts_ends_the_other_with_an_error(tmp_path, present
 
 def test_a_lost_peer_ends_the_other_rank_with_an_error(tmp_path):
     """Rank 1 killed mid-training: rank 0 must exit non-zero soon, not wait in an allreduce."""
-    port = free_port_base()
+    port = free_port_base(2)
     procs = [start_task("long", tmp_path / f"long-{r}.json", rank=r, port=port) for r in range(2)]
     try:
         seen = []
@@ -115,7 +116,7 @@ def test_the_gloo_interface_is_used_even_where_the_hostname_does_not_resolve(tmp
     hostname maps to 127.0.0.1 or an unreachable network). Upstream Horovod 0.28.1 ignores
     HOROVOD_GLOO_IFACE for its process-set contexts and crashes here (SIGSEGV on this machine);
     the wheel `make horovod` builds is patched (tools/horovod-patches)."""
-    port = free_port_base()
+    port = free_port_base(2)
     prefix = ["unshare", "--uts", "sh", "-c", 'hostname tfdist-no-such-host && exec "$0" "$@"']
     outs = [tmp_path / f"uts-{r}.json" for r in range(2)]
     procs = [start_task("init", outs[r], rank=r, port=port, prefix=prefix) for r in range(2)]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -23,12 +22,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.helpers import PYTHON, REPO, TFDIST, clean_environ  # noqa: F401  (for the tests here)
+
 CLUSTER_SH = REPO / "tools" / "slurm" / "cluster.sh"
 PROBES = Path(__file__).resolve().parent / "probes"
-# The Python (and tfdist) of the venv that runs the tests: the tasks run the same files.
-PYTHON = Path(sys.prefix) / "bin" / "python"
-TFDIST = Path(sys.prefix) / "bin" / "tfdist"
 
 NODES = ("tfdist-node1", "tfdist-node2")
 NODE_ADDRS = {"tfdist-node1": "10.250.0.11", "tfdist-node2": "10.250.0.12"}
@@ -38,8 +35,6 @@ _TERMINAL = {
     "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
     "BOOT_FAIL", "DEADLINE"
 }
-# Variables of the calling environment that would change what a job's tasks see.
-_DROP = re.compile(r"^(SLURM_|SBATCH_|SRUN_|SALLOC_|TF_CONFIG$|HOROVOD_|TFDIST_)")
 
 USERS_LOCK = Path("/run/lock/tfdist-slurm.users")
 
@@ -84,9 +79,7 @@ class SlurmCluster:
         self.node_addrs = dict(NODE_ADDRS)
 
     def env(self) -> dict:
-        env = {k: v for k, v in os.environ.items() if not _DROP.match(k)}
-        env["SLURM_CONF"] = str(self.conf)
-        return env
+        return clean_environ(SLURM_CONF=self.conf)
 
     def cmd(self, *args: str, check: bool = True, timeout: float = 30) -> str:
         proc = subprocess.run(args, env=self.env(), capture_output=True, text=True, timeout=timeout)

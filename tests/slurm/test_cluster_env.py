@@ -7,7 +7,8 @@ import socket
 
 import pytest
 
-from tests.slurm.conftest import PROBES, PYTHON, TFDIST
+from tests.helpers import PYTHON, TFDIST
+from tests.slurm.conftest import PROBES
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.horovod.helpers import requires_horovod
-from tests.slurm.conftest import PYTHON, REPO, TFDIST
+from tests.helpers import PYTHON, REPO, TFDIST, requires_horovod
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

@@ -14,7 +14,6 @@ import numpy as np
 import tfdist
 import tensorflow as tf
 from tfdist.train.preemption import StepPreemptionHandler
-from tfdist.train.throughput import ThroughputMeter
 
 STEPS_PER_EPOCH, EPOCHS, BATCH = 12, 3, 64
 
@@ -50,15 +49,19 @@ def main(strategy, delay, out, cpu_devices="0"):
         ])
         model.compile(rt.optimizer(tf.keras.optimizers.SGD(0.01)),
                       tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    meter = ThroughputMeter.for_runtime(rt, BATCH, STEPS_PER_EPOCH)
+    callbacks = rt.callbacks(batch_size=BATCH)  # the engine's and the meter
     # Tasks agree on preemption about every 0.2 s: with ~30 ms steps, every ~7 steps.
-    stop = StepPreemptionHandler(2, several_tasks=rt.world_size > 1, check_seconds=0.2)
+    stop = StepPreemptionHandler(rt.engine,
+                                 several_tasks=rt.world_size > 1,
+                                 check_steps=2,
+                                 check_seconds=0.2)
     history = model.fit(rt.dataset(input_fn),
                         epochs=EPOCHS,
                         steps_per_epoch=STEPS_PER_EPOCH,
                         verbose=0,
-                        callbacks=rt.callbacks() + [meter] +
-                        ([] if strategy == "parameter_server" else [stop.attach(rt.engine, None)]))
+                        callbacks=callbacks +
+                        ([] if strategy == "parameter_server" else [stop]))
+    meter = callbacks.meter
     with open(f"{out}.{rt.rank}", "w") as f:
         json.dump(
             {
@@ -66,6 +69,8 @@ def main(strategy, delay, out, cpu_devices="0"):
                 "per_task": meter.epoch_input_wait_per_task,
                 "history": history.history.get("input_wait"),
                 "samples_per_sec": meter.epoch_rates,
+                "samples": meter.epoch_samples,
+                "expected_samples": STEPS_PER_EPOCH * rt.global_batch_size(BATCH),
                 "replicas": rt.num_replicas,
                 "agreements": stop.agreements
             }, f)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.distribute.conftest import launch, needs_horovod, run
+from tests.helpers import launch, requires_horovod, run
 
 SCRIPT = __file__.replace("test_input_wait.py", "input_wait_script.py")
 WARNING = "the input pipeline is the bottleneck"
@@ -26,6 +26,8 @@ def test_fast_input_hardly_waits(tmp_path):
     assert all(0 <= s < 0.10 for s in steady), result
     assert WARNING not in stderr
     assert result["history"] == result["input_wait"]  # also in the epoch logs (History)
+    # The samples are counted inside the steps: every epoch's, of every task.
+    assert result["samples"] == [result["expected_samples"]] * 3, result
 
 
 def test_slow_input_waits_and_warns(tmp_path):
@@ -41,11 +43,13 @@ def test_slow_input_waits_and_warns(tmp_path):
 def test_slow_input_under_mirrored_two_devices(tmp_path):
     result, stderr = _single(tmp_path, "mirrored", DELAY, "2")
     assert result["replicas"] == 2
+    assert result["samples"] == [result["expected_samples"]] * 3, result
     assert all(s > 0.5 for s in result["input_wait"][1:]), result
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["multi_worker", pytest.param("horovod", marks=needs_horovod)])
+@pytest.mark.parametrize(
+    "strategy", ["multi_worker", pytest.param("horovod", marks=requires_horovod)])
 def test_slow_input_on_two_tasks(strategy, tmp_path):
     out = tmp_path / "out.json"
     r = launch(2, sys.executable, SCRIPT, strategy, DELAY, str(out), timeout=600)
@@ -55,6 +59,7 @@ def test_slow_input_on_two_tasks(strategy, tmp_path):
     assert results[0]["per_task"] == results[1]["per_task"]
     for shares, share in zip(results[0]["per_task"], results[0]["input_wait"]):
         assert len(shares) == 2 and share == max(shares)
+    assert results[0]["samples"] == [results[0]["expected_samples"]] * 3, results[0]
     assert all(s > 0.5 for s in results[0]["input_wait"][1:]), results[0]
     # The chief alone warns, once per epoch after the first, naming the task that waited.
     lines = [line for line in r.stdout.splitlines() if WARNING in line]
@@ -79,4 +84,6 @@ def test_slow_input_under_parameter_server(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     result = json.loads((tmp_path / "out.json.0").read_text())
     assert all(s > 0.5 for s in result["input_wait"][1:]), result
+    # The worker's samples, counted on the ps.
+    assert result["samples"] == [result["expected_samples"]] * 3, result
     assert sum(WARNING in line for line in r.stdout.splitlines()) == 2, r.stdout[-3000:]

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tests.distribute.conftest import TFDIST, run
+from tests.helpers import TFDIST, run
 
 pytestmark = pytest.mark.slow
 

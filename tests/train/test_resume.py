@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.distribute.conftest import TFDIST, run
+from tests.helpers import TFDIST, run
 
 pytestmark = pytest.mark.slow
 TRAIN = ["train", "--pipeline=digits", "--epochs=3", "--batch_size=8", "--lr=0.01"]

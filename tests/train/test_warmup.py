@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.distribute.conftest import launch, needs_horovod
+from tests.helpers import launch, requires_horovod
 from tfdist.train.schedules import WarmupSchedule
 
 SCRIPT = str(Path(__file__).parent / "warmup_script.py")
@@ -29,7 +29,8 @@ def test_schedule_formula():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["multi_worker", pytest.param("horovod", marks=needs_horovod)])
+@pytest.mark.parametrize(
+    "strategy", ["multi_worker", pytest.param("horovod", marks=requires_horovod)])
 def test_warmup_per_step_under_two_workers(strategy, tmp_path):
     out = tmp_path / "lr.json"
     r = launch(2, sys.executable, SCRIPT, strategy, str(out))

@@ -33,7 +33,8 @@ def define_cluster_flags() -> None:
                          D.num_ps, "parameter_server: number of parameter-server tasks "
                          "(task 0 is the chief, the next num_ps are ps, the rest workers).",
                          lower_bound=1)
-    flags.DEFINE_bool("evaluator", D.evaluator, "parameter_server: make the last task an evaluator.")
+    flags.DEFINE_bool("evaluator", D.evaluator,
+                      "parameter_server: make the last task an evaluator.")
     flags.DEFINE_integer("port",
                          D.port, "Base port: each task listens on port + its local rank. "
                          "Default: $TFDIST_PORT, else derived from the Slurm job id in "
@@ -82,7 +83,7 @@ def define_flags() -> None:
 
         def check(values):
             return values["strategy"] in strategies or all(values[n] == FLAGS[n].default
-                                                            for n in names)
+                                                           for n in names)
 
         flags.register_multi_flags_validator(
             ["strategy"] + names,

@@ -51,7 +51,10 @@ flags.DEFINE_float("lr_decay_epochs",
                    D.lr_decay_epochs,
                    "step schedule: epochs between decays.",
                    lower_bound=0)
-flags.DEFINE_float("lr_decay_rate", D.lr_decay_rate, "step schedule: factor per decay.", lower_bound=0)
+flags.DEFINE_float("lr_decay_rate",
+                   D.lr_decay_rate,
+                   "step schedule: factor per decay.",
+                   lower_bound=0)
 flags.DEFINE_enum("mixed_precision", D.mixed_precision, list(MIXED_PRECISION),
                   "Keras mixed-precision policy (mixed_float16 adds dynamic loss scaling).")
 flags.DEFINE_integer("checkpoint_steps",

@@ -175,6 +175,5 @@ def requeue(job_id: Optional[str]) -> bool:
             "`scontrol requeue %s` failed: %s. Submit with `#SBATCH --requeue` (or re-submit by "
             "hand; training resumes from the checkpoint).", job_id, result.stderr.strip())
         return False
-    log.warning("requeued Slurm job %s; it resumes from the checkpoint when it runs again",
-                job_id)
+    log.warning("requeued Slurm job %s; it resumes from the checkpoint when it runs again", job_id)
     return True

@@ -19,6 +19,5 @@ from tfdist.data.writers import fingerprint, write_shards
 __all__ = [
     "ArraySource", "DataError", "HDF5Source", "ShardPlan", "SyntheticSource", "TFDSSource",
     "TFRecordSource", "build_dataset", "dataset_options", "epoch_seed", "fingerprint",
-    "make_input_context", "plan_shards", "read_manifest",
-    "skipped_records", "write_shards"
+    "make_input_context", "plan_shards", "read_manifest", "skipped_records", "write_shards"
 ]

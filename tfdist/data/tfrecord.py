@@ -140,9 +140,8 @@ def _report_skipped(path, expected, n):
     if lost > 0:
         with _skipped_lock:
             _skipped[path] = _skipped.get(path, 0) + lost
-        log.warning(
-            "skipped %d corrupt or unreadable records of %d in %s "
-            "(skip_corrupt=True).", lost, int(expected), path)
+        log.warning("skipped %d corrupt or unreadable records of %d in %s "
+                    "(skip_corrupt=True).", lost, int(expected), path)
     return False
 
 

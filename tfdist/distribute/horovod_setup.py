@@ -373,7 +373,8 @@ def distributed_optimizer(optimizer,
     ranks, optionally sent as fp16, and applied every `backward_passes_per_step` batches (the
     aggregated gradients averaged, so the learning rate means the same as with one pass)."""
     if compression not in COMPRESSIONS:
-        raise ConfigError(f"compression={compression!r}: expected one of {', '.join(COMPRESSIONS)}.")
+        raise ConfigError(
+            f"compression={compression!r}: expected one of {', '.join(COMPRESSIONS)}.")
     if backward_passes_per_step < 1:
         raise ConfigError(f"backward_passes_per_step={backward_passes_per_step}: expected >= 1.")
     hvd = _hvd()

@@ -116,7 +116,7 @@ class MultiWorkerEngine(_ClusterEngine):
         super().__init__(cluster, roles, **options)
         if implementation not in _IMPLEMENTATIONS:
             raise ConfigError(f"implementation={implementation!r}: expected one of "
-                             f"{', '.join(_IMPLEMENTATIONS)}.")
+                              f"{', '.join(_IMPLEMENTATIONS)}.")
         _export_tf_config(roles)
         check_port_free(roles.port, cluster.host, cluster.rank)
         comm = tf.distribute.experimental.CommunicationOptions(

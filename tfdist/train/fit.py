@@ -55,7 +55,11 @@ def _pipeline(cfg: TrainConfig):
     tf.keras.mixed_precision.set_global_policy(cfg.mixed_precision)
     pipeline = load_pipeline(cfg.pipeline)
     test = lambda: pipeline.dataset(  # noqa: E731
-        "test", tf.distribute.InputContext(), 256, shuffle=False, drop_remainder=False,
+        "test",
+        tf.distribute.InputContext(),
+        256,
+        shuffle=False,
+        drop_remainder=False,
         data_dir=cfg.data_dir)
     return pipeline, pipeline.info(cfg.data_dir), test
 
@@ -69,8 +73,8 @@ def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
         raise ConfigError("--evaluator evaluates the checkpoints in --model_dir: give --model_dir.")
     _, info, test = _pipeline(cfg)
     log.info("evaluator: evaluating the checkpoints in %s until the chief finishes", cfg.model_dir)
-    evaluations = evaluate_checkpoints(cfg.model_dir, lambda: compiled_model(cfg.model, info),
-                                       test, rt.engine.chief_finished)
+    evaluations = evaluate_checkpoints(cfg.model_dir, lambda: compiled_model(cfg.model, info), test,
+                                       rt.engine.chief_finished)
     return {"rank": rt.rank, "role": "evaluator", "evaluations": evaluations}
 
 
@@ -88,25 +92,41 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
                           f"{global_batch} is more than the {info['num_train']} training samples "
                           f"of {cfg.pipeline!r}; lower --batch_size.")
     # A resumed run continues with the checkpoint's data-order seed, at its epoch and step.
-    start = rt.resume(cfg.model_dir, model=cfg.model, strategy=rt.strategy_name,
-                      world_size=rt.world_size, global_batch_size=global_batch)
+    start = rt.resume(cfg.model_dir,
+                      model=cfg.model,
+                      strategy=rt.strategy_name,
+                      world_size=rt.world_size,
+                      global_batch_size=global_batch)
     seed = cfg.seed if start.seed is None else start.seed
     tf.keras.utils.set_random_seed(seed)
 
     def train_input(ctx):
-        return pipeline.dataset("train", ctx, cfg.batch_size, seed=seed, shuffle=cfg.shuffle,
-                                epoch=start.epoch, repeat=True, data_dir=cfg.data_dir)
+        return pipeline.dataset("train",
+                                ctx,
+                                cfg.batch_size,
+                                seed=seed,
+                                shuffle=cfg.shuffle,
+                                epoch=start.epoch,
+                                repeat=True,
+                                data_dir=cfg.data_dir)
 
     with rt.scope():
         lr = learning_rate(cfg, rt.scale_lr(cfg.lr), steps)
         model = compiled_model(cfg.model, info, rt.optimizer(make_optimizer(cfg.optimizer, lr)))
     # Keras's progress bar on a terminal; in a batch log one line per epoch (the chief).
     verbose = cfg.verbose if cfg.verbose is not None else (1 if sys.stdout.isatty() else 0)
-    callbacks = rt.callbacks(cfg.model_dir, batch_size=cfg.batch_size, progress=verbose == 0,
-                             checkpoint_steps=cfg.checkpoint_steps, requeue=cfg.requeue,
-                             tensorboard=cfg.tensorboard, identity=dict(model=cfg.model, seed=seed))
-    model.fit(rt.dataset(train_input, skip_steps=start.step), epochs=cfg.epochs,
-              steps_per_epoch=steps, callbacks=callbacks, verbose=verbose if rt.is_chief else 0)
+    callbacks = rt.callbacks(cfg.model_dir,
+                             batch_size=cfg.batch_size,
+                             progress=verbose == 0,
+                             checkpoint_steps=cfg.checkpoint_steps,
+                             requeue=cfg.requeue,
+                             tensorboard=cfg.tensorboard,
+                             identity=dict(model=cfg.model, seed=seed))
+    model.fit(rt.dataset(train_input, skip_steps=start.step),
+              epochs=cfg.epochs,
+              steps_per_epoch=steps,
+              callbacks=callbacks,
+              verbose=verbose if rt.is_chief else 0)
 
     # The test split is evaluated by a plain copy of the model, outside the strategy: the same on
     # every engine, and no collective that a task could miss.

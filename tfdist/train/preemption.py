@@ -102,8 +102,8 @@ class PreemptionHandler(tf.keras.callbacks.Callback):
         self.engine.barrier()
         at = f"after epoch {epoch}" if step == 0 else f"at epoch {epoch + 1}, step {step}"
         message = (f"preempted {at}; checkpoint: {self.saved or 'none'}. " +
-                   ("The job was requeued and resumes from it." if requeued else
-                    "Re-run the same command (same model directory) to resume."))
+                   ("The job was requeued and resumes from it."
+                    if requeued else "Re-run the same command (same model directory) to resume."))
         log.warning("%s", message)
         raise Preempted(message)
 

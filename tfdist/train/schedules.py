@@ -32,10 +32,10 @@ class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
         super().__init__()
         if schedule not in SCHEDULES:
             raise ConfigError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)} "
-                             "(--lr_schedule).")
+                              "(--lr_schedule).")
         if schedule == "cosine" and total_steps <= warmup_steps:
             raise ConfigError(f"cosine decay needs total_steps ({total_steps}) > warmup_steps "
-                             f"({warmup_steps}).")
+                              f"({warmup_steps}).")
         if schedule == "step" and decay_steps < 1:
             raise ConfigError(f"step decay needs decay_steps >= 1; received {decay_steps}.")
         self.start_lr, self.peak_lr = float(start_lr), float(peak_lr)

@@ -40,6 +40,7 @@ class ThroughputMeter(tf.keras.callbacks.Callback):
         self.global_batch_size = global_batch_size
         self.stall_warning, self.warn, self.gather = stall_warning, warn, gather
         self.epoch_rates: list[Optional[float]] = []
+        self.epoch_samples: list[Optional[float]] = []  # every task's, as counted in the steps
         self.epoch_input_wait: list[Optional[float]] = []
         self.epoch_input_wait_per_task: list[list[float]] = []
         self._counters = None
@@ -69,17 +70,19 @@ class ThroughputMeter(tf.keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         seconds = max((self._train_end or time.perf_counter()) - self._start, 1e-9)
-        share, rate = None, None
+        share, rate, counted = None, None, None
         if self._counters is not None:
             waited, samples = (now - then for now, then in zip(self._totals(), self._at_start))
             share = min(1.0, max(0.0, waited / self._workers / seconds))
             rows = self.gather([share, samples]) if self.gather else [[share, samples]]
             shares = [row[0] for row in rows]
             self.epoch_input_wait_per_task.append(shares)
-            share, rate = max(shares), sum(row[1] for row in rows) / seconds
+            share, counted = max(shares), sum(row[1] for row in rows)
+            rate = counted / seconds
         elif self.global_batch_size:
             rate = self.global_batch_size * self.params["steps"] / seconds
         self.epoch_rates.append(rate)
+        self.epoch_samples.append(counted)
         self.epoch_input_wait.append(share)
         if logs is not None:
             if rate is not None:
