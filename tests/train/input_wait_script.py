@@ -59,8 +59,7 @@ def main(strategy, delay, out, cpu_devices="0"):
                         epochs=EPOCHS,
                         steps_per_epoch=STEPS_PER_EPOCH,
                         verbose=0,
-                        callbacks=callbacks +
-                        ([] if strategy == "parameter_server" else [stop]))
+                        callbacks=callbacks + ([] if strategy == "parameter_server" else [stop]))
     meter = callbacks.meter
     with open(f"{out}.{rt.rank}", "w") as f:
         json.dump(
