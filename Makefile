@@ -45,7 +45,9 @@ horovod: $(HOROVOD_STAMP)
 DEMO_DIR ?= runs/demo
 demo: $(STAMP)
 	@rm -rf $(DEMO_DIR)
-	PATH="$(CURDIR)/$(BIN):$$PATH" tfdist launch -n 2 -- tfdist train --strategy=multi_worker --model_dir=$(DEMO_DIR)
+	@echo "tfdist launch -n 2 -- tfdist train --strategy=multi_worker --model_dir=$(DEMO_DIR)"
+	@PATH="$(CURDIR)/$(BIN):$$PATH" tfdist launch -n 2 -- \
+	  tfdist train --strategy=multi_worker --model_dir=$(DEMO_DIR)
 	@$(BIN)/python -c 'import json; m = json.load(open("$(DEMO_DIR)/metrics.json")); \
 	  print("demo: {strategy} with {world_size} workers: test accuracy {acc:.4f}, " \
 	        "{samples_per_sec:.0f} samples/s ($(DEMO_DIR)/metrics.json)" \

@@ -4,7 +4,7 @@
 # preemption:
 #  - SIGUSR1 starts ignored, so the time-limit warning (--signal=USR1@N) never kills a task that
 #    has no handler (yet): one still importing TensorFlow, a parameter server, your own script.
-#    tfdist train installs its handler when training starts.
+#    tfdist train (or rt.callbacks(model_dir=...) in your script) installs its handler.
 #  - A task other than rank 0 that exits 75 ("preempted, resumable") holds that exit until rank 0
 #    ends too (at most TFDIST_PREEMPT_GRACE s, default 60): srun --kill-on-bad-exit would
 #    otherwise kill rank 0 while it still writes its checkpoint or requeues the job.

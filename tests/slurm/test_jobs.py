@@ -115,10 +115,11 @@ def test_users_own_keras_script(slurm, jobdir):
               f"{REPO}/jobs/examples/keras_digits.py", "--epochs=10")
     assert job.state == "COMPLETED", job.describe()
     assert training_tasks(job.log) == {0: N1, 1: N2}, job.describe()
-    (result, ) = job.json_files("runs/mine/result.json")
-    assert result["strategy"] == "multi_worker", result
-    assert (result["world_size"], result["num_replicas"], result["epochs"]) == (2, 2, 10), result
-    assert result["test_accuracy"] >= 0.95, result
+    (m, ) = job.json_files("runs/mine/metrics.json")
+    assert m["strategy"] == "multi_worker", m
+    assert (m["world_size"], m["num_replicas"], m["epochs"]) == (2, 2, 10), m
+    assert m["final"]["test_accuracy"] >= 0.95, m
+    assert len(m["epoch_samples_per_sec"]) == 10 and m["resumed_from"] is None, m
     assert "keras_digits: " in job.log
 
 
@@ -179,18 +180,26 @@ def _runtime(job) -> float:
 # -- the time limit: checkpoint, requeue, resume -------------------------------------------------
 
 
-def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir):
+@pytest.mark.parametrize("own_script", [False, True], ids=["tfdist_train", "keras_digits"])
+def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
     # The script's own --signal=USR1@60 with a 2-minute limit: slurmctld sends the signal at its
     # first time-limit check (every ~30 s) after limit - 60 - 30 s, i.e. 30-60 s into the run,
     # when training (from ~12 s on, 0.7-1.4 s an epoch) is still going on: 150 epochs outlast
-    # the signal even on an idle machine.
+    # the signal even on an idle machine. keras_digits.py: a user's own model.fit with
+    # rt.callbacks(model_dir=$MODEL_DIR), the same story. TFDIST_VERBOSE=1: the chief logs every
+    # checkpoint, also the routine ones at epoch ends.
     epochs = 150
+    command = ["--", "python", f"{REPO}/jobs/examples/keras_digits.py", f"--epochs={epochs}"]
     job_id = submit(slurm,
                     jobdir,
                     "multi_worker.sbatch",
                     "runs/limit",
+                    *(command if own_script else []),
                     sbatch=["--time=2"],
-                    env={"EPOCHS": epochs})
+                    env={
+                        "EPOCHS": epochs,
+                        "TFDIST_VERBOSE": 1
+                    })
     # While the requeued job is held (~11 s) give its second run room to finish: with the same
     # 2 minutes it would be signalled and requeued again, also correct but not one clear story.
     deadline = time.monotonic() + 240
@@ -218,6 +227,7 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir):
     # requeued the job.
     for rank in (0, 1):
         assert re.search(rf"^{rank}: .*received SIGUSR1", first, re.M), job.describe()
+    assert re.search(r"^0: .*requeued Slurm job", first, re.M), job.describe()
     g, e, s = saved[0][-1]
     # Run 2 resumes from that very checkpoint and finishes.
     assert re.search(rf"^0: .*resuming from \S+/ckpt-{g} \(epoch {e}, step {s}\)", second,
@@ -230,3 +240,4 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir):
     assert sorted(done) == list(range(1, epochs + 1)), saved
     assert m["resumed_from"] is not None and m["epochs"] == epochs, m
     assert m["final"]["test_accuracy"] >= 0.97, m
+    assert ("keras_digits: " in second) == own_script
