@@ -1,49 +1,26 @@
 """Checkpoints and resume with real processes: stop by SIGTERM mid-epoch, crash mid-write,
 refused resume, chief-only writes."""
 
+import json
 import os
 import re
 import signal
-import subprocess
 import time
 
 import numpy as np
 import pytest
 
-from tests.helpers import TFDIST, run
+from tests.helpers import TFDIST, finish, run, start, wait_for
 
 pytestmark = pytest.mark.slow
 TRAIN = ["train", "--pipeline=digits", "--epochs=3", "--batch_size=8", "--lr=0.01"]
 
 
-def start(n, model_dir, *extra, tmpdir=None):
+def start_train(n, model_dir, *extra, tmpdir=None):
     cmd = [TFDIST, *TRAIN, f"--model_dir={model_dir}", *extra]
     if n > 1:
         cmd = [TFDIST, "launch", "-n", str(n), "--", *cmd]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "TFDIST_LAUNCH"))}
-    if tmpdir:
-        env["TMPDIR"] = str(tmpdir)
-    return subprocess.Popen(cmd,
-                            stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT,
-                            text=True,
-                            env=env)
-
-
-def wait_for(proc, marker, timeout=300):
-    """Read output until `marker`; returns what was read."""
-    seen, deadline = [], time.monotonic() + timeout
-    for line in proc.stdout:
-        seen.append(line)
-        if marker in line:
-            return "".join(seen)
-        assert time.monotonic() < deadline, "timed out waiting for " + marker
-    raise AssertionError(f"process ended before {marker!r}:\n" + "".join(seen)[-3000:])
-
-
-def finish(proc, timeout=600):
-    out, _ = proc.communicate(timeout=timeout)
-    return proc.returncode, out
+    return start(cmd, env={"TMPDIR": str(tmpdir)} if tmpdir else None)
 
 
 def weights(model_dir):
@@ -56,9 +33,9 @@ def weights(model_dir):
 @pytest.mark.parametrize("n", [1, 2])
 def test_resume_after_sigterm_equals_uninterrupted(n, tmp_path):
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    proc = start(n, stopped)
-    head = wait_for(proc, "Epoch 2/3")
-    time.sleep(0.8)  # mid-epoch 2
+    proc = start_train(n, stopped)
+    head = wait_for(proc, "epoch 1/3: ")  # the end of epoch 1
+    time.sleep(0.5)  # mid-epoch 2
     proc.send_signal(signal.SIGTERM)
     status, out = finish(proc)
     out = head + out
@@ -83,7 +60,7 @@ def test_crash_while_writing_keeps_previous_checkpoint(tmp_path):
     args = [
         "--model=resnet50", "--steps_per_epoch=1", "--batch_size=2", "--epochs=4", "--notensorboard"
     ]
-    proc = start(1, model_dir, *args)
+    proc = start_train(1, model_dir, *args)
     ckpts = model_dir / "checkpoints"
     deadline = time.monotonic() + 600
     while not (ckpts / "ckpt-1" / "meta.json").exists():
@@ -123,12 +100,12 @@ def test_refused_resume_names_what_differs(tmp_path):
 def test_only_the_chief_writes(tmp_path):
     model_dir, scratch = tmp_path / "run", tmp_path / "tmp"
     scratch.mkdir()
-    proc = start(2,
-                 model_dir,
-                 "--epochs=2",
-                 "--batch_size=32",
-                 "--checkpoint_steps=5",
-                 tmpdir=scratch)
+    proc = start_train(2,
+                       model_dir,
+                       "--epochs=2",
+                       "--batch_size=32",
+                       "--checkpoint_steps=5",
+                       tmpdir=scratch)
     status, out = finish(proc)
     assert status == 0, out[-3000:]
     assert sorted(p.name for p in model_dir.iterdir()) == [
@@ -138,4 +115,5 @@ def test_only_the_chief_writes(tmp_path):
     assert names and all(n.startswith("ckpt-") for n in names)
     # The worker's collective saves went to temporary directories, all removed.
     assert [p.name for p in scratch.iterdir() if p.name.startswith("tfdist-worker")] == []
-    assert "[1] " in out and "checkpoint" in out
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["resumed_from"] is None, metrics
