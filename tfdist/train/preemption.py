@@ -26,7 +26,7 @@ log = logging.getLogger("tfdist")
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL, "try again": the run is resumable from its checkpoint
 
-_caught: dict[str, Optional[int]] = {"signal": None, "installed": False}
+_caught: dict[str, Optional[int]] = {"signal": None}
 
 
 class Preempted(SystemExit):
@@ -43,10 +43,10 @@ class Preempted(SystemExit):
 
 
 def catch_signals() -> None:
-    """From now on SIGTERM and SIGUSR1 are recorded instead of ending the process (call early:
-    `tfdist train` does before TensorFlow starts; rt.callbacks(model_dir=...) at the latest)."""
-    if _caught["installed"]:
-        return
+    """From now on SIGTERM and SIGUSR1 are recorded instead of ending the process. Call it early
+    (`tfdist train` does before TensorFlow starts) and again when training begins (the
+    PreemptionHandler does): MultiWorkerMirroredStrategy's coordination service installs its own
+    C++ SIGTERM handler when it starts, which would otherwise end the process."""
 
     def record(signum, frame):
         if _caught["signal"] is None:
@@ -56,7 +56,6 @@ def catch_signals() -> None:
 
     for sig in SIGNALS:
         signal.signal(sig, record)
-    _caught["installed"] = True
 
 
 def signalled() -> bool:
@@ -78,6 +77,9 @@ class PreemptionHandler(tf.keras.callbacks.Callback):
         self.preempted_at: Optional[tuple[int, int]] = None
         self.saved: Optional[str] = None
         self._epoch = 0
+
+    def on_train_begin(self, logs=None):
+        catch_signals()  # again: the engine may have taken SIGTERM since
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
