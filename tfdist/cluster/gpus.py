@@ -171,7 +171,9 @@ def plan_for(cluster: Cluster,
     if task_gpus not in TASK_GPUS:
         raise ClusterError(f"--task_gpus={task_gpus!r}: expected one of {', '.join(TASK_GPUS)}.")
     need = engine_need(roles) if task_gpus == "auto" else task_gpus
-    index, slots = slot or gpu_slot(cluster, roles)
+    # Asked for explicitly, GPUs go to every task of the node, in local-rank order.
+    index, slots = slot or (gpu_slot(cluster, roles) if task_gpus == "auto" else
+                            (cluster.local_rank, cluster.local_world_size))
     return plan_gpus(environ,
                      need,
                      index,
@@ -248,9 +250,8 @@ def plan_gpus(environ: Mapping[str, str],
 
 def _plan(environ, plan: dict, use: tuple[int, ...], layout: str, notes=()) -> GpuPlan:
     visible = plan["visible"]
-    node = [
-        e.strip() for e in (environ.get(_NODE_IDS[0]) or environ.get(_NODE_IDS[1], "")).split(",")
-    ]
+    ids = environ.get(_NODE_IDS[0]) or environ.get(_NODE_IDS[1]) or ""
+    node = [e.strip() for e in ids.split(",") if e.strip()]
     # Slurm's ids name the node's GPUs; CUDA_VISIBLE_DEVICES may count within the step instead.
     if visible is not None and len(node) == len(visible):
         names = node
