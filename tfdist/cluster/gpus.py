@@ -274,14 +274,15 @@ def _ownership(environ, raw, count, per_task, bind, slots, rank) -> tuple[bool, 
         return True, f"{shown}, chosen for rank {rank} by tfdist: {PINNED}={pinned}"
     if bind and bind != "none":
         return True, f"{shown}, bound to this task by Slurm: {_BIND}={bind}"
+    every = " on every task" if slots > 1 else ""
     if per_task is not None:
         slurm = f"{_PER_TASK}={environ[_PER_TASK]}"
         if bind == "none" or (count is not None and count >= per_task * slots > per_task):
-            return False, f"{shown} on every task, {slurm} not bound per task"
+            return False, f"{shown}{every}, {slurm} not bound per task"
         return True, f"{shown}, this task's own: {slurm}, which Slurm binds per task"
     if environ.get(_ON_NODE):
-        return False, f"{shown} on every task, {_ON_NODE}={environ[_ON_NODE]}"
-    return False, shown
+        return False, f"{shown}{every}, {_ON_NODE}={environ[_ON_NODE]}"
+    return False, shown + every
 
 
 def _describe_visible(raw: Optional[str], count: Optional[int]) -> str:
@@ -294,13 +295,15 @@ def placement_check(cluster: Cluster,
                     roles: Roles,
                     environ: Mapping[str, str],
                     visible_count: Optional[int] = None,
-                    task_gpus: str = "auto") -> tuple[str, str]:
-    """(doctor status, message) for this task's GPUs: a layout where tasks share one is a
-    PROBLEM."""
+                    task_gpus: str = "auto") -> Optional[tuple[str, str]]:
+    """(doctor status, message) for this task's GPUs, None when it sees none: a layout where
+    tasks would share a GPU is a PROBLEM."""
     try:
         plan = plan_for(cluster, roles, environ, task_gpus, visible_count)
     except ClusterError as e:
         return "PROBLEM", str(e)
+    if plan.count == 0:
+        return None
     if plan.use is None:
         return "info", f"{plan.summary()}: {plan.layout}"
     if not plan.use:
