@@ -135,11 +135,14 @@ def init(strategy: str = "auto",
     slot = launcher_local_rank(cluster) if roles.strategy == "horovod" else None
     plan = pin_gpus(cluster, roles, task_gpus, gpu_memory_growth, slot=slot)
     engine = make_engine(cluster, roles, **engine_options)
+    role = f" {roles.task_type}" if roles.task_type else ""
     growth = ", memory growth " + ("on" if gpu_memory_growth else "off") if plan.use else ""
-    log.info("tfdist: %s, rank %d of %d on %s (local rank %d of %d), strategy %s, %s, %s%s",
-             cluster.environment, cluster.rank, cluster.world_size, cluster.host,
-             cluster.local_rank, cluster.local_world_size, engine.name, roles.task_type
-             or "single task", plan.summary(), growth)
+    # e.g. "tfdist: slurm, rank 3 of 4 on node2 (local rank 1 of 2), strategy horovod, GPU 1 of
+    # node, memory growth on"
+    log.info("tfdist: %s, rank %d of %d on %s (local rank %d of %d), strategy %s%s, %s%s",
+             cluster.environment, cluster.rank, cluster.world_size,
+             cluster.host, cluster.local_rank, cluster.local_world_size, engine.name, role,
+             plan.summary(), growth)
     runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling, gpus=plan)
     _explain_uncaught_failures(engine)
     if not engine.trains and not engine.evaluates and serve_and_exit:

@@ -12,6 +12,7 @@ CUDA_VISIBLE_DEVICES lists, so there the variable is narrowed, before TensorFlow
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import MutableMapping
@@ -54,7 +55,7 @@ def pin_gpus(cluster: Cluster,
             log.warning(
                 "tfdist: %s lists %d GPU(s) but TensorFlow sees none: training runs on the CPU "
                 "(a TensorFlow without CUDA? `tfdist doctor` checks).", gpus.VISIBLE, plan.count)
-        return plan
+        return dataclasses.replace(plan, use=(), node_ids=())
     if plan.use and max(plan.use) >= len(physical):
         raise DeviceSetupError(
             f"This task should use {plan.summary()} ({plan.layout}), but TensorFlow sees only "
