@@ -35,7 +35,7 @@ def test_scripts_add_at_most_three_lines(script, lines):
         code = [
             l for l in (HERE / script).read_text().splitlines() if not l.lstrip().startswith("#")
         ]
-        assert not [l for l in code if "tfdist" in l]
+        assert not [x for x in code if "tfdist" in x]
 
 
 @requires_horovod
