@@ -32,9 +32,8 @@ def test_scripts_add_at_most_three_lines(script, lines):
     added = tfdist_lines(HERE / script)
     assert len(added) == lines, added
     if lines == 0:
-        code = [
-            l for l in (HERE / script).read_text().splitlines() if not l.lstrip().startswith("#")
-        ]
+        lines_ = (HERE / script).read_text().splitlines()
+        code = [x for x in lines_ if not x.lstrip().startswith("#")]
         assert not [x for x in code if "tfdist" in x]
 
 
