@@ -8,7 +8,6 @@ import pytest
 
 from tests.field.helpers import BIN, HERE, MIN_ACCURACY, epochs_started
 from tests.horovod.helpers import requires_horovod
-from tests.slurm.conftest import jobdir, slurm  # noqa: F401  (fixtures)
 from tests.slurm.test_jobs import N1, N2, run, training_tasks
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
