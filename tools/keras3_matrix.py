@@ -26,6 +26,10 @@ if strategy_name == "mirrored":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+elif strategy_name == "central_storage":
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.experimental.CentralStorageStrategy(["/cpu:0", "/cpu:1"])
 elif strategy_name == "multi_worker":
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
 elif strategy_name == "parameter_server":
@@ -71,7 +75,7 @@ def free_ports(n):
 def run_case(strategy, data):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     env.pop("TF_USE_LEGACY_KERAS", None)
-    if strategy == "mirrored":
+    if strategy in ("mirrored", "central_storage"):
         roles = [None]
     elif strategy == "multi_worker":
         roles = [("worker", 0), ("worker", 1)]
@@ -115,7 +119,8 @@ def main():
     import keras
 
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
-    cases = [("mirrored", "plain"), ("mirrored", "distributed"), ("multi_worker", "plain"),
+    cases = [("mirrored", "plain"), ("mirrored", "distributed"), ("central_storage", "plain"),
+             ("central_storage", "distributed"), ("multi_worker", "plain"),
              ("multi_worker", "distributed"), ("parameter_server", "plain"),
              ("parameter_server", "dataset_creator")]
     for strategy, data in cases:
