@@ -20,7 +20,7 @@ from typing import Any, Optional
 from tfdist.cluster import Cluster, Roles, build_roles, detect
 from tfdist.cluster.gpus import GpuPlan
 from tfdist.distribute import Engine, make_engine
-from tfdist.keras_check import require_legacy_keras
+from tfdist.keras_check import guard_keras3_fit, require_legacy_keras
 
 log = logging.getLogger("tfdist")
 
@@ -78,6 +78,7 @@ class Runtime:
         return self.cluster.world_size
 
     def scope(self) -> contextlib.AbstractContextManager:
+        guard_keras3_fit(self.engine.name)  # Keras 3 imported since init
         return self.engine.scope()
 
     def global_batch_size(self, per_replica: int) -> int:
@@ -144,6 +145,7 @@ def init(strategy: str = "auto",
              cluster.host, cluster.local_rank, cluster.local_world_size, engine.name, role,
              plan.summary(), growth)
     runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling, gpus=plan)
+    guard_keras3_fit(engine.name)
     _explain_uncaught_failures(engine)
     if not engine.trains and not engine.evaluates and serve_and_exit:
         engine.serve()

@@ -59,8 +59,9 @@ def test_too_late_is_an_error_and_memory_growth_can_be_off():
             for mode in ("late", "nogrowth")
         ]
     late, fixed = (results(r.result())[0] for r in runs)
-    assert late["error"].startswith("DeviceSetupError: TensorFlow created its devices before")
-    assert "Call tfdist.init() before building a model" in late["error"]
+    assert late["error"].startswith("LateInitError: tfdist.init() must come before TensorFlow "
+                                    "runs its first op: TensorFlow created its devices before "
+                                    "tfdist could give this task GPU 0 of node")
     assert late["told"] == {"visible_device_list": "0,1", "allow_growth": False}
 
     assert fixed["told"] == {"visible_device_list": "0", "allow_growth": False}

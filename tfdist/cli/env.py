@@ -16,6 +16,7 @@ from absl import app, flags
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
 from tfdist.cluster import ClusterError, check_port_free, detect, gpus
+from tfdist.tf_environ import tf_environ
 
 tfdist_flags.define_cluster_flags()
 _FORMAT = flags.DEFINE_enum("format", "json", ["json", "shell"],
@@ -37,6 +38,7 @@ def describe() -> dict:
                 port=roles.port,
                 tf_config=roles.tf_config,
                 horovod=roles.horovod,
+                tf_environ=tf_environ(),
                 gpus=gpus.plan_for(cluster, roles, os.environ, flags.FLAGS.task_gpus).as_dict())
 
 
@@ -45,6 +47,9 @@ def as_shell(info: dict) -> str:
         f"# tfdist env: {info['environment']}, rank {info['rank']} of {info['world_size']} "
         f"on {info['nodes'][info['node_rank']]}, strategy {info['strategy']}"
     ]
+    # The Keras switch too: a script run after `eval` must get tf-keras, as under `tfdist launch`.
+    for name, value in info["tf_environ"].items():
+        lines.append(f"export {name}={shlex.quote(value)}")
     if info["tf_config"] is not None:
         lines.append(f"export TF_CONFIG={shlex.quote(json.dumps(info['tf_config']))}")
     for name, value in (info["horovod"] or {}).items():

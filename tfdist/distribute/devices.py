@@ -20,12 +20,13 @@ from typing import Optional
 
 from tfdist.cluster import Cluster, Roles
 from tfdist.cluster import gpus
+from tfdist.distribute.engine import LateInitError
 
 log = logging.getLogger("tfdist")
 
 
 class DeviceSetupError(RuntimeError):
-    """TensorFlow's devices cannot be made to follow the task's GPU plan."""
+    """TensorFlow sees fewer GPUs than the task's plan needs."""
 
 
 def pin_gpus(cluster: Cluster,
@@ -68,7 +69,9 @@ def pin_gpus(cluster: Cluster,
             for device in chosen:
                 tf.config.experimental.set_memory_growth(device, True)
     except RuntimeError as e:
-        raise DeviceSetupError(
-            f"TensorFlow created its devices before tfdist could give this task {plan.summary()} "
-            f"({e}). Call tfdist.init() before building a model, a tensor or a strategy.") from e
+        raise LateInitError(
+            f"tfdist.init() must come before TensorFlow runs its first op: TensorFlow created its "
+            f"devices before tfdist could give this task {plan.summary()} ({e}). Fix: call "
+            "tfdist.init() right after the imports, before loading data or building the "
+            "model.") from e
     return plan
