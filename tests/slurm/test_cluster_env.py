@@ -270,8 +270,8 @@ def test_gpus_of_the_seed_layout_one_per_task_by_local_rank(slurm, jobdir):
 
 def test_three_tasks_on_two_gpus_fail_in_every_task(slurm, jobdir):
     job, tasks = run_env_job(slurm,
-                             jobdir, ["--nodes=1", "--ntasks-per-node=3"],
-                             srun_args="--kill-on-bad-exit=0",
+                             jobdir, ["--nodes=1", "--ntasks=2"],
+                             srun_args="--kill-on-bad-exit=0 --ntasks=3 --overcommit",
                              env_args="--strategy=horovod --nocheck_port",
                              setup=GRES_2)
     assert job.state == "FAILED", job.describe()
