@@ -28,11 +28,11 @@ def require_legacy_keras():
 
 
 # Engines under which a Keras 3 model trains with model.fit (tools/keras3_matrix.py on TF 2.21 +
-# Keras 3.15: MirroredStrategy works; MultiWorkerMirrored fails in the first step with
+# Keras 3.15: Mirrored and CentralStorage work; MultiWorkerMirrored fails in the first step with
 # "Attempt to convert a value (PerReplica...)" on plain and distributed datasets alike,
 # keras-team/keras#20585; ParameterServer is not supported by Keras 3, keras-team/keras#18624;
 # Horovod's Keras API binds tf-keras). Engines not measured are refused too.
-KERAS3_ENGINES = ("default", "one_device", "mirrored")
+KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage")
 _MARK = "_tfdist_keras3_guard"
 
 
