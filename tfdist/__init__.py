@@ -1,17 +1,19 @@
 """tfdist: distributed TensorFlow/Keras training on Slurm clusters.
 
 Import tfdist before TensorFlow: it selects tf-keras (Keras 2), the only Keras on which every
-strategy of tfdist runs under `model.fit` and Horovod works (shared/design/FACTS.md), and quiets
-TensorFlow's start-up logging (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
+strategy of tfdist runs under `model.fit` and Horovod works (shared/design/FACTS.md), binds
+Horovod's Keras API to it whether Horovod is imported before or after, and quiets TensorFlow's
+start-up logging (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
 """
 
-import os
-
 from tfdist import logs as _logs
+from tfdist import tf_environ as _tf_environ
+from tfdist.distribute import horovod_keras as _horovod_keras
 from tfdist.errors import TfdistError  # noqa: F401  (the one error type to catch)
 
-# TensorFlow reads this when `tf.keras` is first touched; it must be set before that happens.
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+# Before TensorFlow loads: TensorFlow reads these when `tf.keras` is first touched.
+_tf_environ.apply()
+_horovod_keras.install()
 _logs.setup()
 
 __version__ = "0.1.0"

@@ -20,7 +20,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from typing import Optional
 
 VERBOSE_ENV = "TFDIST_VERBOSE"
@@ -50,11 +50,10 @@ def is_noise(line: str, environ: Optional[Mapping[str, str]] = None) -> bool:
     return not verbose(environ) and NOISE.search(line) is not None
 
 
-def quiet_environ(environ: Optional[MutableMapping[str, str]] = None) -> None:
-    """TensorFlow's C++ log level, for this process and the processes it starts (before
-    TensorFlow loads; a level the user set is kept)."""
-    environ = os.environ if environ is None else environ
-    environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if verbose(environ) else TF_CPP_QUIET)
+def tf_cpp_level(environ: Optional[Mapping[str, str]] = None) -> str:
+    """TensorFlow's C++ log level (TF_CPP_MIN_LOG_LEVEL) tfdist sets unless the user has one
+    (tfdist.tf_environ sets it before TensorFlow loads, and `tfdist env` exports it)."""
+    return "0" if verbose(environ) else TF_CPP_QUIET
 
 
 class _Formatter(logging.Formatter):
@@ -66,7 +65,6 @@ class _Formatter(logging.Formatter):
 
 def setup() -> None:
     """tfdist's logger and TensorFlow's Python logger, as described above (idempotent)."""
-    quiet_environ()
     logger = logging.getLogger(LOGGER)
     if not any(isinstance(h.formatter, _Formatter) for h in logger.handlers):
         handler = logging.StreamHandler(sys.stderr)

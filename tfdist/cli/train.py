@@ -96,6 +96,8 @@ def config_from_flags() -> TrainConfig:
                        lr_decay_rate=f.lr_decay_rate,
                        optimizer=f.optimizer,
                        mixed_precision=f.mixed_precision,
+                       task_gpus=f.task_gpus,
+                       gpu_memory_growth=f.gpu_memory_growth,
                        model_dir=f.model_dir,
                        checkpoint_steps=f.checkpoint_steps,
                        requeue=f.requeue,

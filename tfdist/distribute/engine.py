@@ -16,6 +16,10 @@ class LostTaskError(TfdistError, RuntimeError):
     """Another task of the job died or became unreachable during training."""
 
 
+class LateInitError(TfdistError, RuntimeError):
+    """tfdist.init() ran after TensorFlow had started its runtime (an op, a dataset, a model)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Capabilities:
     """What an engine's model.fit can do; training code asks these instead of the engine's name."""

@@ -29,6 +29,8 @@ class TrainConfig:
     lr_decay_rate: float = 0.1
     optimizer: str = "sgd"
     mixed_precision: str = "float32"
+    task_gpus: str = "auto"  # which GPUs each task uses (tfdist.cluster.gpus)
+    gpu_memory_growth: bool = True
     model_dir: Optional[str] = None
     checkpoint_steps: int = 0  # 0: checkpoint at each epoch end only
     requeue: Optional[bool] = None  # on preemption under Slurm, requeue; None: $TFDIST_REQUEUE

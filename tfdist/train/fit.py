@@ -34,6 +34,8 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
                      evaluator=cfg.evaluator,
                      port=cfg.port,
                      lr_scaling=cfg.lr_scaling,
+                     task_gpus=cfg.task_gpus,
+                     gpu_memory_growth=cfg.gpu_memory_growth,
                      **cfg.engine_options)
     try:
         return _evaluate(rt, cfg) if rt.is_evaluator else _train(rt, cfg)
