@@ -129,6 +129,29 @@ def slurm_count(value: str) -> int:
                            "'a100:2'.") from None
 
 
+def _id_count(value: str) -> int:
+    """GPUs in a Slurm id list: "0,1,4-5" (some Slurm versions add "(IDX:0-1)")."""
+    total = 0
+    for part in (p.strip().split("(")[0] for p in value.split(",")):
+        if "-" in part:
+            low, high = part.split("-")
+            total += int(high) - int(low) + 1
+        elif part:
+            total += 1
+    return total
+
+
+def slurm_gpus_requested(environ: Mapping[str, str]) -> Optional[tuple[int, str, bool]]:
+    """(count, variable=value, per task?) of the GPUs Slurm gave this task or its node, or None."""
+    for name, per_task in ((_PER_TASK, True), (_ON_NODE, False), ("SLURM_GPUS_PER_NODE", False)):
+        if environ.get(name):
+            return slurm_count(environ[name]), f"{name}={environ[name]}", per_task
+    for name in _NODE_IDS:
+        if environ.get(name):
+            return _id_count(environ[name]), f"{name}={environ[name]}", False
+    return None
+
+
 def _bind(environ: Mapping[str, str]) -> str:
     """SLURM_GPU_BIND without its "verbose" flag: "", "none", "closest", "per_task:1", ..."""
     parts = [p for p in environ.get(_BIND, "").split(",") if p and p != "verbose"]
