@@ -19,18 +19,18 @@ TMP_PREFIX = ".tmp-"  # leftovers of an interrupted write start with this
 
 
 @contextlib.contextmanager
-def replacing(path: str, folder: bool = False, tag: str = "") -> Iterator[str]:
+def replacing(path: str, folder: bool = False, tag: str = "", suffix: str = "") -> Iterator[str]:
     """Yield a temporary path beside `path` (a file name, or an empty folder when `folder`) to
     write into; when the block ends without an exception it replaces `path` (an existing folder
     is removed first), else it is removed. `tag` goes into the temporary name, so that leftovers
-    can be told apart."""
+    can be told apart; `suffix` ends it (for writers that insist on one)."""
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     prefix = f"{TMP_PREFIX}{tag or os.path.basename(path)}-"
     if folder:
         tmp = tempfile.mkdtemp(prefix=prefix, dir=parent)
     else:
-        fd, tmp = tempfile.mkstemp(prefix=prefix, dir=parent)
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=parent)
         os.close(fd)
     try:
         yield tmp

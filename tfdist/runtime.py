@@ -115,13 +115,15 @@ class Runtime:
     def optimizer(self, optimizer):
         return self.engine.wrap_optimizer(optimizer)
 
-    def resume(self, model_dir: Optional[str], **identity: Any):
+    def resume(self, model_dir: Optional[str], batch_size: Optional[int] = None, **identity: Any):
         """Where training in model_dir continues: a tfdist.train.checkpoint.Resume with `epoch`,
-        `step`, `steps_done` (zeros for a new run). `identity` (e.g. model="cnn") must match the
-        checkpoint's, else ResumeRefused."""
+        `step`, `steps_done` (zeros for a new run). A checkpoint of another strategy, world size,
+        global batch (with the per-replica `batch_size`) or `identity` (e.g. model="cnn") is
+        refused (ResumeRefused), as rt.callbacks would."""
+        from tfdist.train.callbacks import resume_identity
         from tfdist.train.checkpoint import resume_point
 
-        return resume_point(model_dir, identity or None)
+        return resume_point(model_dir, resume_identity(self.engine, batch_size, identity))
 
     def callbacks(self, model_dir: Optional[str] = None, **options: Any) -> list:
         """The callbacks for model.fit: the engine's (Horovod: broadcast and metric averaging) and

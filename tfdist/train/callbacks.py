@@ -47,6 +47,17 @@ class _TensorBoard(tf.keras.callbacks.TensorBoard):
         super().on_epoch_end(epoch, logs)
 
 
+def resume_identity(engine,
+                    batch_size: Optional[int],
+                    extra: Optional[dict[str, Any]] = None) -> dict:
+    """What a checkpoint must share with the run that resumes it: the engine, the world size, the
+    global batch (when the per-replica `batch_size` is known) and `extra` (e.g. model="cnn")."""
+    wanted = dict(strategy=engine.name, world_size=engine.world_size)
+    if batch_size:
+        wanted["global_batch_size"] = batch_size * max(1, engine.num_replicas_in_sync)
+    return dict(wanted, **(extra or {}))
+
+
 class TrainingCallbacks(list):
     """The callbacks for model.fit, with handles on those a script may ask afterwards:
     `meter` (epoch_rates, epoch_input_wait), `checkpoint` (resumed_from), `preemption` and
@@ -90,12 +101,9 @@ def training_callbacks(engine,
             log.info("checkpoint_steps=%d ignored: %s checkpoints at epoch ends only.",
                      checkpoint_steps, engine.name)
             checkpoint_steps = 0
-        wanted = dict(strategy=engine.name, world_size=engine.world_size)
-        if global_batch:
-            wanted["global_batch_size"] = global_batch
         cbs.checkpoint = make_checkpoint(model_dir,
                                          chief,
-                                         dict(wanted, **(identity or {})),
+                                         resume_identity(engine, batch_size, identity),
                                          checkpoint_steps,
                                          collective=caps.collective_checkpoint)
         cbs.append(cbs.checkpoint)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Optional
 
+from tfdist.errors import ConfigError
+
 OPTIMIZERS = ("sgd", "adam")
 MIXED_PRECISION = ("float32", "mixed_float16", "mixed_bfloat16")
 SCHEDULES = ("constant", "cosine", "step")
@@ -41,6 +43,13 @@ class TrainConfig:
     data_dir: Optional[str] = None
     verbose: Optional[int] = None  # None: progress bar on a terminal, one line per epoch otherwise
     engine_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        for name, allowed in (("optimizer", OPTIMIZERS), ("mixed_precision", MIXED_PRECISION),
+                              ("lr_schedule", SCHEDULES)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name}={getattr(self, name)!r}: expected one of "
+                                  f"{', '.join(allowed)} (--{name}).")
 
 
 DEFAULTS = TrainConfig()

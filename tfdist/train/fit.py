@@ -13,7 +13,7 @@ import tfdist
 from tfdist.distribute import LostTaskError
 from tfdist.errors import ConfigError
 from tfdist.files import replacing
-from tfdist.train.config import MIXED_PRECISION, TrainConfig
+from tfdist.train.config import TrainConfig
 
 log = logging.getLogger("tfdist")
 
@@ -24,9 +24,6 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
     raises Preempted (exit 75) when stopped by a signal."""
     from tfdist.train.preemption import catch_signals
 
-    if cfg.mixed_precision not in MIXED_PRECISION:
-        raise ConfigError(f"mixed_precision={cfg.mixed_precision!r}: expected one of "
-                          f"{', '.join(MIXED_PRECISION)} (--mixed_precision).")
     if cfg.model_dir:
         catch_signals()  # from here on: one during start-up is acted on at the first check
     rt = tfdist.init(strategy=cfg.strategy,
@@ -56,14 +53,19 @@ def _pipeline(cfg: TrainConfig):
 
     tf.keras.mixed_precision.set_global_policy(cfg.mixed_precision)
     pipeline = load_pipeline(cfg.pipeline)
-    test = lambda: pipeline.dataset(  # noqa: E731
-        "test",
-        tf.distribute.InputContext(),
-        256,
-        shuffle=False,
-        drop_remainder=False,
-        data_dir=cfg.data_dir)
-    return pipeline, pipeline.info(cfg.data_dir), test
+    return pipeline, pipeline.info(cfg.data_dir)
+
+
+def _test_split(pipeline, cfg: TrainConfig):
+    import tensorflow as tf
+
+    ctx = tf.distribute.InputContext()
+    return pipeline.dataset("test",
+                            ctx,
+                            256,
+                            shuffle=False,
+                            drop_remainder=False,
+                            data_dir=cfg.data_dir)
 
 
 def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
@@ -73,10 +75,10 @@ def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
 
     if not cfg.model_dir:
         raise ConfigError("--evaluator evaluates the checkpoints in --model_dir: give --model_dir.")
-    _, info, test = _pipeline(cfg)
+    pipeline, info = _pipeline(cfg)
     log.info("evaluator: evaluating the checkpoints in %s until the chief finishes", cfg.model_dir)
-    evaluations = evaluate_checkpoints(cfg.model_dir, lambda: compiled_model(cfg.model, info), test,
-                                       rt.engine.chief_finished)
+    evaluations = evaluate_checkpoints(cfg.model_dir, lambda: compiled_model(cfg.model, info),
+                                       lambda: _test_split(pipeline, cfg), rt.engine.chief_finished)
     return {"rank": rt.rank, "role": "evaluator", "evaluations": evaluations}
 
 
@@ -86,32 +88,19 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
     from tfdist.train.models import compiled_model
     from tfdist.train.schedules import learning_rate, make_optimizer
 
-    pipeline, info, test = _pipeline(cfg)
-    global_batch = rt.global_batch_size(cfg.batch_size)
-    steps = cfg.steps_per_epoch or info["num_train"] // global_batch
+    pipeline, info = _pipeline(cfg)
+    steps = cfg.steps_per_epoch or info["num_train"] // rt.global_batch_size(cfg.batch_size)
     if steps < 1:
-        raise ConfigError(f"--batch_size={cfg.batch_size} x {rt.num_replicas} replicas = "
-                          f"{global_batch} is more than the {info['num_train']} training samples "
-                          f"of {cfg.pipeline!r}; lower --batch_size.")
+        raise ConfigError(f"--batch_size={cfg.batch_size} x {rt.num_replicas} replicas is more "
+                          f"than the {info['num_train']} training samples of {cfg.pipeline!r}; "
+                          "lower --batch_size.")
     # A resumed run continues with the checkpoint's data-order seed, at its epoch and step.
-    start = rt.resume(cfg.model_dir,
-                      model=cfg.model,
-                      strategy=rt.strategy_name,
-                      world_size=rt.world_size,
-                      global_batch_size=global_batch)
+    start = rt.resume(cfg.model_dir, cfg.batch_size, model=cfg.model)
     seed = cfg.seed if start.seed is None else start.seed
     tf.keras.utils.set_random_seed(seed)
-
-    def train_input(ctx):
-        return pipeline.dataset("train",
-                                ctx,
-                                cfg.batch_size,
-                                seed=seed,
-                                shuffle=cfg.shuffle,
-                                epoch=start.epoch,
-                                repeat=True,
-                                data_dir=cfg.data_dir)
-
+    options = dict(seed=seed, shuffle=cfg.shuffle, epoch=start.epoch, data_dir=cfg.data_dir)
+    train_input = lambda ctx: pipeline.dataset(  # noqa: E731
+        "train", ctx, cfg.batch_size, repeat=True, **options)
     with rt.scope():
         lr = learning_rate(cfg, rt.scale_lr(cfg.lr), steps)
         model = compiled_model(cfg.model, info, rt.optimizer(make_optimizer(cfg.optimizer, lr)))
@@ -129,19 +118,17 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
               steps_per_epoch=steps,
               callbacks=callbacks,
               verbose=verbose if rt.is_chief else 0)
-
     # The test split is evaluated by a plain copy of the model, outside the strategy: the same on
     # every engine, and no collective that a task could miss.
     local = compiled_model(cfg.model, info)
     local.set_weights(model.get_weights())
-    test_loss, test_accuracy = local.evaluate(test(), verbose=0)
+    test_loss, test_accuracy = local.evaluate(_test_split(pipeline, cfg), verbose=0)
     if rt.is_chief and cfg.model_dir:
-        with replacing(os.path.join(cfg.model_dir, "model.keras")) as tmp:
-            local.save(tmp + ".keras")  # Keras insists on the suffix
-            os.replace(tmp + ".keras", tmp)
+        with replacing(os.path.join(cfg.model_dir, "model.keras"), suffix=".keras") as tmp:
+            local.save(tmp)
+    final = dict(test_loss=float(test_loss), test_accuracy=float(test_accuracy))
     return callbacks.summary.add(learning_rate=rt.scale_lr(cfg.lr),
-                                 mixed_precision=cfg.mixed_precision,
                                  model=cfg.model,
+                                 mixed_precision=cfg.mixed_precision,
                                  pipeline=cfg.pipeline,
-                                 final=dict(test_loss=float(test_loss),
-                                            test_accuracy=float(test_accuracy)))
+                                 final=final)

@@ -58,13 +58,9 @@ class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
         return tf.where(step < float(self.warmup_steps), ramp, decayed)
 
     def get_config(self):
-        return dict(start_lr=self.start_lr,
-                    peak_lr=self.peak_lr,
-                    warmup_steps=self.warmup_steps,
-                    schedule=self.schedule,
-                    total_steps=self.total_steps,
-                    decay_steps=self.decay_steps,
-                    decay_rate=self.decay_rate)
+        names = ("start_lr", "peak_lr", "warmup_steps", "schedule", "total_steps", "decay_steps",
+                 "decay_rate")  # the constructor's arguments
+        return {name: getattr(self, name) for name in names}
 
 
 def make_optimizer(name: str, lr):
