@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -45,9 +46,41 @@ def verbose(environ: Optional[Mapping[str, str]] = None) -> bool:
     return environ.get(VERBOSE_ENV, "0") not in ("", "0")
 
 
-def is_noise(line: str, environ: Optional[Mapping[str, str]] = None) -> bool:
-    """A line of TensorFlow's start-up noise (never when verbose)."""
-    return not verbose(environ) and NOISE.search(line) is not None
+# What continues a multi-line message: absl prints a session's options as protobuf text.
+_CONTINUATION = re.compile(
+    r'^(\s.*|\}|[a-z_]+ \{|[a-z_]+: (true|false|-?[\d.e+-]+|"[^"]*"|[A-Z_]+)|)$')
+
+
+class NoiseFilter:
+    """Drops the NOISE lines of one output stream, and the lines that continue one (never when
+    verbose)."""
+
+    def __init__(self, environ: Optional[Mapping[str, str]] = None):
+        self.on, self._continued = not verbose(environ), False
+
+    def keep(self, line: str) -> bool:
+        if not self.on:
+            return True
+        if NOISE.search(line):
+            self._continued = True
+            return False
+        if self._continued and _CONTINUATION.match(line.rstrip("\r\n")):
+            return False
+        self._continued = False
+        return True
+
+
+def filter_stream() -> None:
+    """stdin to stdout without the noise: the filter process of filter_stderr. It ignores the
+    signals meant for training and ends when the pipe closes, also after a crash of the process
+    it filters, whose last words it still passes on."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP):
+        signal.signal(s, signal.SIG_IGN)
+    noise, out = NoiseFilter(), sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        if noise.keep(line.decode(errors="replace")):
+            out.write(line)
+            out.flush()
 
 
 def tf_cpp_level(environ: Optional[Mapping[str, str]] = None) -> str:
@@ -83,20 +116,6 @@ def set_verbose(on: bool) -> None:
     logging.getLogger("tensorflow").setLevel(logging.NOTSET if on else logging.WARNING)
 
 
-# The filter process: it ignores the signals meant for training (it ends when the pipe closes, also
-# after a crash of the process it filters, whose last words it still passes on).
-_FILTER = """
-import re, signal, sys
-for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP):
-    signal.signal(s, signal.SIG_IGN)
-noise, out = re.compile(sys.argv[1]), sys.stdout.buffer
-for line in sys.stdin.buffer:
-    if not noise.search(line.decode(errors="replace")):
-        out.write(line)
-        out.flush()
-"""
-
-
 def filter_stderr() -> None:
     """Drop the NOISE lines from this process's stderr, file descriptor 2 (TensorFlow's C++ logging
     writes there directly), through a small filter process. Call it before TensorFlow loads; a
@@ -106,10 +125,11 @@ def filter_stderr() -> None:
     sys.stderr.flush()
     read, write = os.pipe()
     original = os.dup(2)
-    subprocess.Popen([sys.executable, "-S", "-c", _FILTER, NOISE.pattern],
-                     stdin=read,
-                     stdout=original,
-                     start_new_session=True)  # Ctrl-C and scancel's group signals pass it by
+    subprocess.Popen(
+        [sys.executable, "-c", "from tfdist.logs import filter_stream; filter_stream()"],
+        stdin=read,
+        stdout=original,
+        start_new_session=True)  # Ctrl-C and scancel's group signals pass it by
     os.close(read)
     os.close(original)
     os.dup2(write, 2)

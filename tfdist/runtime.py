@@ -165,6 +165,7 @@ def init(strategy: str = "auto",
 
     require_legacy_keras()
     cluster = detect()
+    quiet_other_tasks(cluster.rank)
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
     slot = launcher_local_rank(cluster) if roles.strategy == "horovod" else None
     plan = pin_gpus(cluster, roles, task_gpus, gpu_memory_growth, slot=slot)

@@ -12,17 +12,19 @@ pytestmark = pytest.mark.slow
 
 def test_evaluator_follows_the_checkpoints(tmp_path):
     model_dir = tmp_path / "run"
-    r = launch(4,
-               TFDIST,
-               "train",
-               "--strategy=parameter_server",
-               "--evaluator",
-               "--pipeline=digits",
-               "--epochs=6",
-               "--optimizer=adam",
-               "--lr=0.001",
-               f"--model_dir={model_dir}",
-               timeout=900)
+    r = launch(
+        4,
+        TFDIST,
+        "train",
+        "--strategy=parameter_server",
+        "--evaluator",
+        "--pipeline=digits",
+        "--epochs=6",
+        "--optimizer=adam",
+        "--lr=0.001",
+        f"--model_dir={model_dir}",
+        env={"TFDIST_VERBOSE": "1"},  # the other tasks' lines too
+        timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     metrics = json.loads((model_dir / "metrics.json").read_text())
     # chief + 1 ps + 1 worker train; task 3 only evaluates.

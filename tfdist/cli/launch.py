@@ -23,7 +23,7 @@ from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
 from tfdist.cluster.local import launch_environ
 from tfdist.cluster.ports import free_port_base
-from tfdist.logs import is_noise
+from tfdist.logs import NoiseFilter
 
 FLAGS = flags.FLAGS
 
@@ -38,8 +38,9 @@ _lock = threading.Lock()
 
 
 def _pump(rank: int, stream) -> None:
+    noise = NoiseFilter()
     for line in iter(stream.readline, b""):
-        if is_noise(line.decode(errors="replace")):
+        if not noise.keep(line.decode(errors="replace")):
             continue
         with _lock:
             sys.stdout.buffer.write(f"[{rank}] ".encode() + line)

@@ -134,6 +134,11 @@ def main(argv: list[str]) -> None:
               flush=True)
         if not FLAGS.model_dir:  # else they are in MODEL_DIR/metrics.json
             print("tfdist train: metrics " + json.dumps(metrics), flush=True)
+    # Done, all written: leave without the interpreter's teardown, where TensorFlow's gRPC
+    # threads can hold a task long enough to log errors about the chief that has gone.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run(argv: list[str]) -> None:

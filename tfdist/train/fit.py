@@ -35,7 +35,11 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
                      gpu_memory_growth=cfg.gpu_memory_growth,
                      **cfg.engine_options)
     try:
-        return _evaluate(rt, cfg) if rt.is_evaluator else _train(rt, cfg)
+        if rt.is_evaluator:
+            return _evaluate(rt, cfg)
+        metrics = _train(rt, cfg)
+        rt.barrier()  # no task leaves while another still evaluates (the chief serves them all)
+        return metrics
     except Exception as e:
         message = rt.engine.explain_failure(e)
         if message:
