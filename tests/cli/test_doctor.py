@@ -429,9 +429,9 @@ def test_tf_keras_missing(tmp_path):
 @pytest.mark.slow
 def test_keras_3_loaded_before_tfdist(tmp_path):
     # A site hook that imports TensorFlow with Keras 3 before any user code (and so before
-    # tfdist); it acts only in doctor's `python -c` child, not in the tfdist command.
+    # tfdist); it acts only in doctor's `python -m` child, not in the tfdist command.
     (tmp_path / "sitecustomize.py").write_text("import os, sys\n"
-                                               "if sys.argv[:1] == ['-c']:\n"
+                                               "if sys.argv[:1] == ['-m']:\n"
                                                "    os.environ.pop('TF_USE_LEGACY_KERAS', None)\n"
                                                "    import tensorflow as tf\n"
                                                "    tf.keras.Model\n")
