@@ -159,7 +159,7 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
     from tfdist.data import load_pipeline
     from tfdist.train import checkpoint
     from tfdist.train.models import build_model
-    from tfdist.train.preemption import StepPreemptionHandler, requeue_slurm_job
+    from tfdist.train.preemption import StepPreemptionHandler
     from tfdist.train.throughput import ThroughputMeter
 
     if cfg.mixed_precision not in MIXED_PRECISION:
@@ -239,15 +239,17 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
 
     if preemption.preempted_at is not None:
         epoch, step = preemption.preempted_at
-        requeued = cfg.requeue and rt.rank == 0 and requeue_slurm_job()
+        requeued, failed = _requeue(cfg, rt)
         # No task leaves before rank 0 has requeued: under `srun --kill-on-bad-exit` an early
         # exit would get rank 0 killed first.
         rt.barrier()
         where = preemption.saved or (cfg.model_dir and "MODEL_DIR/checkpoints") or "nowhere"
         at = f"after epoch {epoch}" if step == 0 else f"at epoch {epoch + 1}, step {step}"
         raise Preempted(f"preempted {at}; checkpoint: {where}. " +
-                        ("The job was requeued and resumes from it."
-                         if requeued else "Re-run the same command (same --model_dir) to resume."))
+                        ("The job was requeued and resumes from it." if requeued else
+                         (f"{failed}. " if failed else "") +
+                         "Re-run the same command (same --model_dir) "
+                         "to resume."))
 
     # The test split is evaluated by a plain copy of the model, outside the strategy: the same on
     # every engine, and no collective that a task could miss.
@@ -289,6 +291,19 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         if cfg.model_dir:
             _write_results(cfg.model_dir, local, metrics)
     return metrics
+
+
+def _requeue(cfg: TrainConfig, rt: Runtime) -> tuple[bool, Optional[str]]:
+    """(requeued, why not): rank 0 asks Slurm once; a failure is reported, never dropped."""
+    from tfdist.train.preemption import RequeueFailed, requeue_slurm_job
+
+    if not (cfg.requeue and rt.rank == 0):
+        return False, None
+    try:
+        return requeue_slurm_job(), None
+    except RequeueFailed as e:
+        log.error("tfdist: %s", e)
+        return False, str(e)
 
 
 def _write_results(model_dir: str, model, metrics: dict[str, Any]) -> None:

@@ -122,19 +122,28 @@ class StepPreemptionHandler(PreemptionHandler):
             super().on_epoch_end(epoch, logs)
 
 
+class RequeueFailed(RuntimeError):
+    """`scontrol requeue` did not requeue the job (the run stays resumable by re-submitting)."""
+
+
 def requeue_slurm_job(environ=None) -> bool:
-    """`scontrol requeue` this Slurm job (call on rank 0 only); False when not under Slurm."""
+    """`scontrol requeue` this Slurm job (call on rank 0 only); False when not under Slurm.
+
+    Raises RequeueFailed, with scontrol's own words, when scontrol is missing or fails."""
     environ = os.environ if environ is None else environ
     job_id = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")
     if not job_id:
+        log.warning("tfdist: --requeue outside a Slurm job (no SLURM_JOB_ID): nothing to requeue")
         return False
-    result = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
+    try:
+        result = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
+    except OSError as e:
+        raise RequeueFailed(f"`scontrol requeue {job_id}` could not run ({e})") from e
     if result.returncode != 0:
-        log.error(
-            "tfdist: `scontrol requeue %s` failed: %s. Submit with `#SBATCH --requeue` "
-            "(or re-submit by hand; training resumes from the checkpoint).", job_id,
-            result.stderr.strip())
-        return False
+        said = (result.stderr or result.stdout).strip() or "no message"
+        raise RequeueFailed(f"`scontrol requeue {job_id}` failed with status "
+                            f"{result.returncode}: {said}. Submit with `#SBATCH --requeue`, or "
+                            "re-submit the job yourself")
     log.warning("tfdist: requeued Slurm job %s; it resumes from the checkpoint when it runs again",
                 job_id)
     return True
