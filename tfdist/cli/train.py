@@ -57,6 +57,10 @@ flags.DEFINE_bool(
     "requeue", False, "On SIGTERM/SIGUSR1 under Slurm: checkpoint, then "
     "`scontrol requeue` the job (rank 0, once) so it resumes when it runs again. "
     "Without it a preempted run exits with status 75 and resumes when re-run.")
+flags.DEFINE_bool(
+    "restart", False, "Train anew in --model_dir: remove the previous run's checkpoints, logs, "
+    "metrics.json and model first. Without it a run that stopped resumes, and one that finished "
+    "(its checkpoint has --epochs epochs) only reports its kept results.")
 flags.DEFINE_bool("tensorboard", True, "Write TensorBoard logs to MODEL_DIR/logs (chief only).")
 flags.DEFINE_enum("optimizer", "sgd", ["sgd", "adam"], "Optimizer (sgd has momentum 0.9).")
 flags.DEFINE_string(
@@ -111,6 +115,14 @@ def main(argv: list[str]) -> None:
         print("tfdist train: evaluations " + json.dumps(evaluations), flush=True)
     elif metrics is not None and metrics["rank"] == 0:
         final = metrics["final"]
+        done = metrics.get("already_finished")
+        if done:
+            print(
+                f"tfdist train: {FLAGS.model_dir} already finished: its checkpoint "
+                f"{os.path.basename(done['checkpoint'])} has {done['epochs_done']} epochs "
+                f"(--epochs={done['epochs']}); nothing trained, its metrics.json is kept. Give a "
+                "larger --epochs to train on, or --restart to train anew. Its results:",
+                flush=True)
         print(
             f"tfdist train: {metrics['strategy']} x{metrics['num_replicas']} replicas: "
             f"test accuracy {final['test_accuracy']:.4f}, test loss {final['test_loss']:.4f}, "

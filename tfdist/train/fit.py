@@ -50,6 +50,7 @@ class TrainConfig:
     model_dir: Optional[str] = None
     checkpoint_steps: int = 0  # 0: checkpoint at each epoch end only
     requeue: bool = False  # on preemption under Slurm, `scontrol requeue` the job (rank 0)
+    restart: bool = False  # ignore (and remove) a previous run in model_dir: train anew
     tensorboard: bool = True
     seed: int = 0
     shuffle: bool = True
@@ -181,6 +182,8 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
                     global_batch_size=global_batch,
                     seed=cfg.seed)
     start_epoch, skip_steps, seed = 0, 0, cfg.seed
+    if cfg.restart and cfg.model_dir:
+        _start_anew(rt, cfg.model_dir)
     found = checkpoint.latest(cfg.model_dir) if cfg.model_dir else None
     if found is not None:
         path, meta = found
@@ -189,6 +192,10 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         if skip_steps >= steps:
             start_epoch, skip_steps = start_epoch + 1, 0
         identity["seed"] = seed  # the data order continues with the checkpoint's seed
+        if start_epoch >= cfg.epochs:
+            previous = _already_finished(rt, cfg, path, start_epoch)
+            if previous is not None:
+                return previous
     tf.keras.utils.set_random_seed(seed)
 
     def train_input(input_context):
@@ -291,6 +298,45 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         if cfg.model_dir:
             _write_results(cfg.model_dir, local, metrics)
     return metrics
+
+
+RUN_OUTPUTS = ("checkpoints", "logs", "metrics.json", "model.keras")
+
+
+def _start_anew(rt: Runtime, model_dir: str) -> None:
+    """--restart: the chief removes the previous run's outputs before any task looks at them."""
+    import shutil
+
+    if rt.is_chief:
+        for name in RUN_OUTPUTS:
+            path = os.path.join(model_dir, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+        log.info("tfdist: --restart: removed the previous run's %s from %s", ", ".join(RUN_OUTPUTS),
+                 model_dir)
+    rt.barrier()
+
+
+def _already_finished(rt: Runtime, cfg: TrainConfig, path: str,
+                      epoch: int) -> Optional[dict[str, Any]]:
+    """The kept metrics of a run whose checkpoint has all its epochs: nothing is trained again.
+    None when its metrics.json was never written (then the run ends as usual: evaluated)."""
+    import json
+
+    try:
+        with open(os.path.join(cfg.model_dir, "metrics.json")) as f:
+            previous = json.load(f)
+    except FileNotFoundError:
+        return None
+    return dict(previous,
+                rank=rt.rank,
+                already_finished={
+                    "checkpoint": path,
+                    "epochs_done": epoch,
+                    "epochs": cfg.epochs
+                })
 
 
 def _requeue(cfg: TrainConfig, rt: Runtime) -> tuple[bool, Optional[str]]:
