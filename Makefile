@@ -41,9 +41,11 @@ $(HOROVOD_STAMP): $(STAMP) tools/build_horovod_wheel.sh $(wildcard tools/horovod
 horovod: $(HOROVOD_STAMP)
 
 # The main job: 2 local workers under MultiWorkerMirroredStrategy on scikit-learn's digits.
+# Run again, it reports the finished run; `make demo DEMO_ARGS=--restart` trains anew.
+DEMO_ARGS ?=
 demo: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" tfdist launch -n 2 -- \
-	  tfdist train --strategy=multi_worker --pipeline=digits --model_dir=runs/demo
+	  tfdist train --strategy=multi_worker --pipeline=digits --model_dir=runs/demo $(DEMO_ARGS)
 	@$(BIN)/python -c 'import json; m = json.load(open("runs/demo/metrics.json")); \
 	  print("demo: {strategy} with {world_size} workers: test accuracy {acc:.4f}, " \
 	        "{samples_per_sec:.0f} samples/s (runs/demo/metrics.json)" \
