@@ -109,6 +109,30 @@ def test_horovod_one_task_per_node(slurm, jobdir):
     assert training_tasks(job.log) == {0: N1, 1: N2}, job.describe()
 
 
+def test_header_example_image_folder(slurm, jobdir):
+    # multi_worker.sbatch's header: PIPELINE=image_folder with the folder given as an option.
+    from tests.data.helpers import write_image_folder
+
+    images = write_image_folder(jobdir / "images")
+    job = run(slurm,
+              jobdir,
+              "multi_worker.sbatch",
+              "runs/img",
+              f"--pipeline_option=source={images}",
+              f"--data_dir={jobdir / 'cache'}",
+              "--pipeline_option=image_size=8",
+              "--model=mlp",
+              "--batch_size=4",
+              env={
+                  "EPOCHS": 4,
+                  "PIPELINE": "image_folder"
+              })
+    assert job.state == "COMPLETED", job.describe()
+    (m, ) = job.json_files("runs/img/metrics.json")
+    assert (m["pipeline"], m["world_size"], m["steps_per_epoch"]) == ("image_folder", 2, 4), m
+    assert m["final"]["test_accuracy"] == 1.0, m
+
+
 def test_users_own_keras_script(slurm, jobdir):
     # `python` resolves to the venv's: the script puts its bin/ first on PATH. (The job runs in
     # jobdir, hence the absolute path of the example.)

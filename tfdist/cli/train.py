@@ -28,6 +28,11 @@ flags.DEFINE_string(
 flags.DEFINE_string(
     "pipeline", "digits", "Input pipeline: a bundled recipe name (digits, "
     "image_folder, hdf5, tfds, synthetic) or the path of your own .py file.")
+flags.DEFINE_multi_string(
+    "pipeline_option", [], "An option of the pipeline recipe, key=value; repeat the flag for "
+    "several (e.g. --pipeline=tfds --pipeline_option=name=mnist, --pipeline=image_folder "
+    "--pipeline_option=source=/data/images). Checked against the recipe's info()/dataset() "
+    "keywords.")
 flags.DEFINE_string(
     "data_dir", None, "Where the pipeline reads or caches its data "
     "(default: the recipe's own, under ~/.cache/tfdist).")
@@ -72,15 +77,17 @@ flags.DEFINE_bool("shuffle", True, "Shuffle the training data (a new order each 
 
 def config_from_flags():
     """TrainConfig from the parsed flags: every field has the flag of the same name."""
+    from tfdist.data.pipeline import parse_option_pairs
     from tfdist.train.fit import TrainConfig
 
     names = [
         f.name for f in dataclasses.fields(TrainConfig)
-        if f.name not in ("engine_options", "verbose")
+        if f.name not in ("engine_options", "verbose", "pipeline_options")
     ]
     return TrainConfig(**{name: FLAGS[name].value
                           for name in names},
-                       engine_options=tfdist_flags.engine_options_from_flags())
+                       engine_options=tfdist_flags.engine_options_from_flags(),
+                       pipeline_options=parse_option_pairs(FLAGS.pipeline_option))
 
 
 def main(argv: list[str]) -> None:

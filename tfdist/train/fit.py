@@ -56,6 +56,7 @@ class TrainConfig:
     shuffle: bool = True
     steps_per_epoch: int = 0  # 0: one pass over the training split
     data_dir: Optional[str] = None
+    pipeline_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # the recipe's
     verbose: Optional[int] = None  # None: progress bar on a terminal, one line per epoch otherwise
     engine_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -77,6 +78,8 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
     """
     from tfdist.train.preemption import PreemptionHandler
 
+    # Before any task connects: a wrong option fails every task at once.
+    cfg = dataclasses.replace(cfg, pipeline_options=_pipeline_options(cfg))
     # Signals are caught from here on: one during start-up is acted on at the first check.
     preemption = PreemptionHandler()
     rt = tfdist.init(strategy=cfg.strategy,
@@ -94,6 +97,14 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
         raise
     finally:
         rt.shutdown()
+
+
+def _pipeline_options(cfg: TrainConfig) -> dict[str, Any]:
+    """cfg.pipeline_options checked against the recipe's signature (typed from strings)."""
+    from tfdist.data import load_pipeline
+    from tfdist.data.pipeline import check_options
+
+    return check_options(load_pipeline(cfg.pipeline), cfg.pipeline, cfg.pipeline_options)
 
 
 def learning_rate(rt: Runtime, cfg: TrainConfig, steps: int):
@@ -129,7 +140,8 @@ def _test_split(pipeline, cfg: TrainConfig):
                             256,
                             shuffle=False,
                             drop_remainder=False,
-                            data_dir=cfg.data_dir)
+                            data_dir=cfg.data_dir,
+                            **cfg.pipeline_options)
 
 
 def _evaluate(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
@@ -144,7 +156,7 @@ def _evaluate(rt: Runtime, cfg: TrainConfig) -> dict[str, Any]:
         raise ValueError("--evaluator evaluates the checkpoints in --model_dir: give --model_dir.")
     tf.keras.mixed_precision.set_global_policy(cfg.mixed_precision)
     pipeline = load_pipeline(cfg.pipeline)
-    info = pipeline.info(cfg.data_dir)
+    info = pipeline.info(cfg.data_dir, **cfg.pipeline_options)
     log.info("tfdist evaluator: evaluating the checkpoints in %s until the chief finishes",
              cfg.model_dir)
     evaluations = evaluate_checkpoints(
@@ -168,7 +180,7 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
                          f"{', '.join(MIXED_PRECISION)} (--mixed_precision).")
     tf.keras.mixed_precision.set_global_policy(cfg.mixed_precision)
     pipeline = load_pipeline(cfg.pipeline)
-    info = pipeline.info(cfg.data_dir)
+    info = pipeline.info(cfg.data_dir, **cfg.pipeline_options)
     global_batch = rt.global_batch_size(cfg.batch_size)
     steps = cfg.steps_per_epoch or info["num_train"] // global_batch
     if steps < 1:
@@ -206,7 +218,8 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
                               shuffle=cfg.shuffle,
                               epoch=start_epoch,
                               repeat=True,
-                              data_dir=cfg.data_dir)
+                              data_dir=cfg.data_dir,
+                              **cfg.pipeline_options)
         if skip_steps and rt.strategy_name != "parameter_server":
             # Continue mid-epoch where the checkpoint was taken: each step took this many
             # batches from this pipeline. (Parameter-server workers race: no exact position.)
