@@ -25,6 +25,7 @@ help:
 
 # Re-install only when the package metadata changes, so a second `make test` starts at once.
 $(STAMP): setup.cfg pyproject.toml
+	@test -x $(BIN)/python || PYTHON=$(PYTHON) bash tools/check_prereqs.sh install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
