@@ -164,11 +164,18 @@ def test_only_the_chief_writes(tmp_path):
                  tmpdir=scratch)
     status, out = finish(proc)
     assert status == 0, out[-3000:]
-    assert sorted(p.name for p in model_dir.iterdir()) == [
-        "checkpoints", "logs", "metrics.json", "model.keras"
-    ]
-    names = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
-    assert names and all(n.startswith("ckpt-") for n in names)
+    # Every file and folder under model_dir, sub-folders included, is one the chief writes: its
+    # checkpoints, ONE TensorBoard event file (a worker's would be a second one), its results.
+    chief_writes = re.compile(
+        r"^(checkpoints(/ckpt-\d+(/(meta\.json|state\.index|"
+        r"state\.data-00000-of-00001))?)?|logs(/train(/events\.out\."
+        r"tfevents\.\d+\.[\w.-]+\.\d+\.\d+\.v2)?)?|metrics\.json|model\.keras)$")
+    tree = sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*"))
+    assert [p for p in tree if not chief_writes.match(p)] == [], tree
+    assert len([p for p in tree if "tfevents" in p]) == 1, tree
+    ckpts = sorted(p for p in tree if re.fullmatch(r"checkpoints/ckpt-\d+", p))
+    assert ckpts and all(f"{c}/meta.json" in tree and f"{c}/state.index" in tree for c in ckpts)
+    assert {"metrics.json", "model.keras"} <= set(tree)
     # The worker's collective saves went to temporary directories, all removed.
     assert [p.name for p in scratch.iterdir() if p.name.startswith("tfdist-worker")] == []
     assert "[1] " in out and "checkpoint" in out
