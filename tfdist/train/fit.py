@@ -287,6 +287,7 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         "per_replica_batch_size": cfg.batch_size,
         "learning_rate": rt.scale_lr(cfg.lr),
         "mixed_precision": cfg.mixed_precision,
+        "loss_scale": _loss_scale(model.optimizer),
         "epochs": cfg.epochs,
         "steps_per_epoch": steps,
         "resumed_from": list(saver.resumed_from) if saver and saver.resumed_from else None,
@@ -350,6 +351,14 @@ def _already_finished(rt: Runtime, cfg: TrainConfig, path: str,
                     "epochs_done": epoch,
                     "epochs": cfg.epochs
                 })
+
+
+def _loss_scale(optimizer) -> Optional[float]:
+    """The dynamic loss scale Keras put in place for mixed_float16 (its value now), else None."""
+    import tensorflow as tf
+
+    scale = getattr(optimizer, "loss_scale", None)
+    return None if scale is None else float(tf.keras.backend.get_value(scale))
 
 
 def _requeue(cfg: TrainConfig, rt: Runtime) -> tuple[bool, Optional[str]]:
