@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 from tfdist.cluster import Cluster, Roles, build_roles, detect
 from tfdist.distribute import Engine, make_engine
-from tfdist.keras_check import require_legacy_keras
+from tfdist.keras_check import guard_keras3_fit, require_legacy_keras
 
 log = logging.getLogger("tfdist")
 
@@ -71,6 +71,7 @@ class Runtime:
         return self.cluster.world_size
 
     def scope(self) -> contextlib.AbstractContextManager:
+        guard_keras3_fit(self.engine.name)  # Keras 3 imported since init
         return self.engine.scope()
 
     def global_batch_size(self, per_replica: int) -> int:
@@ -120,6 +121,7 @@ def init(strategy: str = "auto",
     log.info("tfdist: %s, rank %d of %d on %s, strategy %s, %s", cluster.environment, cluster.rank,
              cluster.world_size, cluster.host, engine.name, roles.task_type or "single task")
     runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling)
+    guard_keras3_fit(engine.name)
     _explain_uncaught_failures(engine)
     if not engine.trains and not engine.evaluates and serve_and_exit:
         engine.serve()

@@ -15,6 +15,7 @@ from absl import app, flags
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
 from tfdist.cluster import ClusterError, check_port_free, detect
+from tfdist.tf_environ import tf_environ
 
 tfdist_flags.define_cluster_flags()
 _FORMAT = flags.DEFINE_enum("format", "json", ["json", "shell"],
@@ -35,7 +36,8 @@ def describe() -> dict:
                 task_index=roles.task_index,
                 port=roles.port,
                 tf_config=roles.tf_config,
-                horovod=roles.horovod)
+                horovod=roles.horovod,
+                tf_environ=tf_environ())
 
 
 def as_shell(info: dict) -> str:
@@ -43,6 +45,9 @@ def as_shell(info: dict) -> str:
         f"# tfdist env: {info['environment']}, rank {info['rank']} of {info['world_size']} "
         f"on {info['nodes'][info['node_rank']]}, strategy {info['strategy']}"
     ]
+    # The Keras switch too: a script run after `eval` must get tf-keras, as under `tfdist launch`.
+    for name, value in info["tf_environ"].items():
+        lines.append(f"export {name}={shlex.quote(value)}")
     if info["tf_config"] is not None:
         lines.append(f"export TF_CONFIG={shlex.quote(json.dumps(info['tf_config']))}")
     for name, value in (info["horovod"] or {}).items():

@@ -16,7 +16,7 @@ import tensorflow as tf
 from tfdist.cluster import check_port_free
 from tfdist.cluster.tf_config import ordered_tasks
 from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK, DEFAULT_COLLECTIVE_TIMEOUT
-from tfdist.distribute.engine import Engine
+from tfdist.distribute.engine import Engine, LateInitError
 
 log = logging.getLogger("tfdist")
 
@@ -131,8 +131,17 @@ class MultiWorkerEngine(_ClusterEngine):
             bytes_per_pack=bytes_per_pack,
             timeout_seconds=collective_timeout or None,
             implementation=_IMPLEMENTATIONS[implementation])
-        self.strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=_resolver(roles),
-                                                                  communication_options=comm)
+        try:
+            self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
+                cluster_resolver=_resolver(roles), communication_options=comm)
+        except RuntimeError as err:
+            if "must be configured at program startup" not in str(err):
+                raise
+            raise LateInitError(
+                "tfdist.init() (MultiWorkerMirroredStrategy) must come before TensorFlow runs its "
+                "first op: this script built a tensor, dataset or model first. Fix: call "
+                "tfdist.init() right after the imports, before loading data or building the "
+                "model.") from None
         self._gather_fn = None
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
