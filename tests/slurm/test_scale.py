@@ -17,8 +17,20 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("scaling,batches,lrs", [
-    ("weak", {1: (32, 32), 2: (32, 64)}, {1: 0.05, 2: 0.1}),
-    ("strong", {1: (32, 32), 2: (16, 32)}, {1: 0.05, 2: 0.05}),
+    ("weak", {
+        1: (32, 32),
+        2: (32, 64)
+    }, {
+        1: 0.05,
+        2: 0.1
+    }),
+    ("strong", {
+        1: (32, 32),
+        2: (16, 32)
+    }, {
+        1: 0.05,
+        2: 0.05
+    }),
 ])
 def test_scale_sizes_1_and_2_on_two_nodes(slurm, jobdir, scaling, batches, lrs):
     job = run(slurm,
@@ -36,7 +48,7 @@ def test_scale_sizes_1_and_2_on_two_nodes(slurm, jobdir, scaling, batches, lrs):
     study_dir = jobdir / "runs" / "study"
     study = json.loads((study_dir / "scale.json").read_text())
     assert (study["scaling"], study["strategy"], study["launcher"]) == (scaling, "multi_worker",
-                                                                       "srun")
+                                                                        "srun")
     assert (study_dir / "scale.png").read_bytes()[:8] == PNG
     rows = {r["size"]: r for r in study["results"]}
     assert sorted(rows) == [1, 2] and rows[1]["layout"] == "1x1" and rows[2]["layout"] == "2x1"

@@ -59,11 +59,13 @@ _OUTPUT = flags.DEFINE_string(
     "output", None, "Study directory: scale.json, scale.png, size-N.log and size-N/ (each size's "
     "run). Default: runs/scale-<Slurm job id or time>.")
 _TASKS_PER_NODE = flags.DEFINE_integer(
-    "tasks_per_node", None, "Slurm: tasks per node of each step (default: the "
+    "tasks_per_node",
+    None, "Slurm: tasks per node of each step (default: the "
     "allocation's --ntasks-per-node); a size takes ceil(size / this) nodes.",
     lower_bound=1)
 _EPOCH_SAMPLES = flags.DEFINE_integer(
-    "epoch_samples", None, "Samples in one epoch, for the time/epoch column "
+    "epoch_samples",
+    None, "Samples in one epoch, for the time/epoch column "
     "(default: the training split's size that tfdist train writes in metrics.json).",
     lower_bound=1)
 _TIMEOUT = flags.DEFINE_float("timeout",

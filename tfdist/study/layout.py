@@ -28,7 +28,7 @@ class Allocation:
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One size of the study: `tasks` processes over `nodes` nodes, at most `tasks_per_node` each."""
+    """One size of a study: `tasks` processes over `nodes` nodes, `tasks_per_node` at most."""
 
     size: int
     tasks: int
@@ -124,8 +124,8 @@ def srun_command(step: Step, allocation: Allocation) -> list[str]:
     """The srun options that run `step` inside `allocation` (block distribution: tfdist's roles
     follow it)."""
     cmd = [
-        "srun", "--kill-on-bad-exit=1", "--label", f"--nodes={step.nodes}", f"--ntasks={step.tasks}",
-        f"--ntasks-per-node={step.tasks_per_node}", "--distribution=block"
+        "srun", "--kill-on-bad-exit=1", "--label", f"--nodes={step.nodes}",
+        f"--ntasks={step.tasks}", f"--ntasks-per-node={step.tasks_per_node}", "--distribution=block"
     ]
     if allocation.cpus_per_task:
         # srun of Slurm 22.05+ no longer inherits the batch job's --cpus-per-task.

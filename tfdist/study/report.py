@@ -52,8 +52,8 @@ def table(study: dict[str, Any]) -> str:
             wait = r.get("input_wait")
             cells += [
                 f"{r['samples_per_sec']:.0f}{_spread(r.get('epoch_samples_per_sec') or [])}",
-                _duration(r.get("time_per_epoch")), f"{r['speedup']:.2f}",
-                f"{r['efficiency']:.0%}", "?" if wait is None else f"{wait:.1%}"
+                _duration(r.get("time_per_epoch")), f"{r['speedup']:.2f}", f"{r['efficiency']:.0%}",
+                "?" if wait is None else f"{wait:.1%}"
             ]
         else:
             cells.append(f"FAILED: {r.get('error')}")
@@ -64,8 +64,8 @@ def table(study: dict[str, Any]) -> str:
         if len(cells) == len(head):
             lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
         else:  # a failed size: its reason runs on after the columns it has
-            lines.append("  ".join(c.rjust(w) for c, w in zip(cells[:-1], widths)) + "  " +
-                         cells[-1])
+            lines.append("  ".join(c.rjust(w)
+                                   for c, w in zip(cells[:-1], widths)) + "  " + cells[-1])
     base = study.get("base_size")
     lines.append(f"{study['scaling']} scaling, --strategy={study['strategy']}; speed-up and "
                  f"efficiency against size {base}; samples/s: mean of {study['timed_steps']} "

@@ -94,7 +94,8 @@ def check_config(cfg: ScaleConfig) -> None:
                          "--batch_size per replica.")
 
 
-def plan_runs(cfg: ScaleConfig, allocation: Optional[Allocation],
+def plan_runs(cfg: ScaleConfig,
+              allocation: Optional[Allocation],
               python: str = sys.executable) -> list[SizeRun]:
     """One SizeRun per size, in the order given; sizes that cannot run carry their problem."""
     check_config(cfg)
