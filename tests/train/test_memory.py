@@ -40,7 +40,7 @@ def test_bundled_models_match_keras_count_params_exactly(name, precision, policy
     assert sgd.slot_bytes == 4 * trainable + 8  # momentum
 
 
-def test_activations_are_every_layer_output_once(policy):
+def test_activations_are_every_layer_output_once_and_twice_the_largest(policy):
     inner_in = layers.Input((4, ))
     inner = tf.keras.Model(inner_in, layers.Dense(3)(inner_in))
     outer_in = layers.Input((4, ))
@@ -49,13 +49,15 @@ def test_activations_are_every_layer_output_once(policy):
     flat = tf.keras.Model(flat_in, layers.Dense(2)(layers.Dense(3)(flat_in)))
     for model in (nested, flat):
         mem = model_memory(model, make_optimizer("sgd", 0.1))
-        assert mem.activation_bytes_per_sample == 4 * (4 + 3 + 2)  # input, two outputs
+        assert mem.forward_bytes_per_sample == 4 * (4 + 3 + 2)  # input, two outputs
+        assert mem.backward_bytes_per_sample == 2 * 4 * 4  # the largest: the input
+        assert mem.activation_bytes_per_sample == 36 + 32
         assert (mem.params, mem.weight_bytes) == (4 * 3 + 3 + 3 * 2 + 2, 4 * 23)
     policy("mixed_bfloat16")
     low_in = layers.Input((4, ))
     low = tf.keras.Model(low_in, layers.Dense(2, dtype="float32")(layers.Dense(3)(low_in)))
     # float32 input, bfloat16 hidden output, float32 logits
-    assert model_memory(low, make_optimizer("sgd", 0.1)).activation_bytes_per_sample == 16 + 6 + 8
+    assert model_memory(low, make_optimizer("sgd", 0.1)).forward_bytes_per_sample == 16 + 6 + 8
 
 
 def test_bytes_per_strategy_and_the_largest_batch():
@@ -66,7 +68,8 @@ def test_bytes_per_strategy_and_the_largest_batch():
                       slot_bytes=808,
                       slot_variables=3,
                       compute_copy_bytes=0,
-                      activation_bytes_per_sample=1000)
+                      forward_bytes_per_sample=600,
+                      backward_bytes_per_sample=400)
     assert mem.replica_bytes("horovod", 10) == 400 + 400 + 808 + 10_000
     assert mem.replica_bytes("parameter_server", 10) == 400 + 400 + 10_000  # slots on the ps
     assert mem.largest_batch("multi_worker", 1608 + 5999) == 5

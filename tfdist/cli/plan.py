@@ -65,8 +65,9 @@ def make_plan() -> dict:
         from tfdist.data import load_pipeline
 
         info = load_pipeline(FLAGS.pipeline).info(FLAGS.data_dir)
-        shape = tuple(int(d) for d in _INPUT_SHAPE.value) if _INPUT_SHAPE.value else tuple(
-            info["input_shape"])
+        shape = tuple(
+            int(d)
+            for d in _INPUT_SHAPE.value) if _INPUT_SHAPE.value else tuple(info["input_shape"])
         classes = _NUM_CLASSES.value or info["num_classes"]
     model = build_model(FLAGS.model, shape, classes)
     optimizer = make_optimizer(FLAGS.optimizer, FLAGS.lr)
@@ -81,30 +82,44 @@ def make_plan() -> dict:
         strategies[name] = {
             "replica_bytes": need,
             "fits": None if device_bytes is None else need <= device_bytes,
-            "largest_batch": None if device_bytes is None else mem.largest_batch(
-                name, device_bytes),
+            "largest_batch":
+            None if device_bytes is None else mem.largest_batch(name, device_bytes),
         }
     plan = {
-        "model": FLAGS.model,
-        "input_shape": list(shape),
-        "num_classes": classes,
-        "optimizer": FLAGS.optimizer,
-        "mixed_precision": FLAGS.mixed_precision,
-        "batch_size": batch,
-        "count_params": model.count_params(),
-        "memory": memory.as_dict(mem),
-        "activation_bytes": mem.activation_bytes(batch),
-        "device_memory_bytes": device_bytes,
-        "gpu_memory": _GPU_MEMORY.value,
-        "strategies": strategies,
-        "ps_bytes": mem.weight_bytes + mem.slot_bytes,
+        "model":
+        FLAGS.model,
+        "input_shape":
+        list(shape),
+        "num_classes":
+        classes,
+        "optimizer":
+        FLAGS.optimizer,
+        "mixed_precision":
+        FLAGS.mixed_precision,
+        "batch_size":
+        batch,
+        "count_params":
+        model.count_params(),
+        "memory":
+        memory.as_dict(mem),
+        "activation_bytes":
+        mem.activation_bytes(batch),
+        "device_memory_bytes":
+        device_bytes,
+        "gpu_memory":
+        _GPU_MEMORY.value,
+        "strategies":
+        strategies,
+        "ps_bytes":
+        mem.weight_bytes + mem.slot_bytes,
         "replicas": [{
             "replicas": n,
             "global_batch_size": batch * n,
             "lr_linear": scale_lr(FLAGS.lr, n, "linear"),
             "lr_sqrt": scale_lr(FLAGS.lr, n, "sqrt"),
         } for n in (int(r) for r in _REPLICAS.value)],
-        "lr": FLAGS.lr,
+        "lr":
+        FLAGS.lr,
     }
     if _MEASURE.value:
         device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
