@@ -155,7 +155,7 @@ def text(plan: dict) -> str:
     low, high = CPU_PEAK_FACTOR
     lines += [
         f"  activations      {human(plan['activation_bytes']):>10}   "
-        f"{human(m['activation_bytes_per_sample'])} per sample (every layer's output)",
+        f"{human(m['activation_bytes_per_sample'])} per sample (layer outputs + 2x the largest)",
         f"  (an estimate: TensorFlow's measured peak on CPU was within {low:g}-{high:g}x of the "
         "total for the bundled models; leave room, or check with --measure)"
     ]

@@ -96,6 +96,7 @@ def plot(study: dict[str, Any], path: str, title: str = "") -> Optional[str]:
         rates = r.get("epoch_samples_per_sec") or []
         if len(rates) > 1:  # the timed epochs' range
             left.vlines(r["size"], min(rates), max(rates), colors="C0", alpha=0.5)
+    left.set_ylim(bottom=0)
     left.set_xlabel("size (tasks)")
     left.set_ylabel("samples/s")
     left.set_title("throughput")
