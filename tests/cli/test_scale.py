@@ -79,8 +79,18 @@ def test_flags_that_scale_sets_itself_are_refused(tmp_path):
     assert "--epochs is set by tfdist scale for every size; use --timed_epochs" in r.stderr
 
 
+def test_an_earlier_run_directory_is_not_reused(tmp_path):
+    (tmp_path / "size-2").mkdir()
+    r = scale("--sizes=1,2", f"--output={tmp_path}")
+    assert r.returncode == 2
+    assert f"{tmp_path / 'size-2'} already exists" in r.stderr
+    assert not (tmp_path / "size-1").exists()
+
+
 def test_scale_and_plan_are_in_the_help():
     r = subprocess.run([TFDIST, "--help"], capture_output=True, text=True, timeout=60)
     assert "  scale " in r.stdout and "  plan " in r.stdout
     r = scale("--help", timeout=60)
     assert "--sizes" in r.stdout and "--scaling" in r.stdout and "--model" in r.stdout
+    r = subprocess.run([TFDIST, "plan", "--help"], capture_output=True, text=True, timeout=60)
+    assert "--gpu_memory" in r.stdout and "--measure" in r.stdout and "--optimizer" in r.stdout

@@ -253,6 +253,11 @@ def run_study(cfg: ScaleConfig,
         raise ClusterError(f"{cfg.output} already holds a scale.json: give another --output (each "
                            "size would resume from the old checkpoints there).")
     runs = plan_runs(cfg, allocation)
+    for run in runs:
+        if os.path.exists(run.run_dir):
+            raise ClusterError(f"{run.run_dir} already exists (an earlier study's run: tfdist "
+                               "train would resume from its checkpoints): give another --output, "
+                               "or remove it.")
     os.makedirs(cfg.output, exist_ok=True)
     where = (f"Slurm job {allocation.job_id}: {allocation.nodes} node(s) x "
              f"{cfg.tasks_per_node or allocation.tasks_per_node} task(s)"
