@@ -4,11 +4,15 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tfdist-installed
+# The default stack (TensorFlow 2.18: Horovod builds against it) and the newest TensorFlow.
+CONSTRAINTS := tools/constraints/default.txt
+NEWEST := .venv-newest
+NEWEST_STAMP := $(NEWEST)/.tfdist-installed
 HOROVOD_STAMP := $(VENV)/.horovod-installed
 BENCH_STAMP := $(VENV)/.bench-installed
 SRC    := tfdist pipelines tests bench jobs
 
-.PHONY: help install test test-fast lint format clean
+.PHONY: help install test test-fast test-newest lint format clean
 .PHONY: slurm-up slurm-down
 .PHONY: horovod demo
 .PHONY: bench
@@ -18,16 +22,24 @@ help:
 	@echo "make demo       train digits with 2 local workers (multi_worker), print accuracy and speed"
 	@echo "make test       lint + the whole test suite (what CI runs)"
 	@echo "make test-fast  lint + tests not marked slow"
+	@echo "make test-newest  the suite but Horovod on the newest TensorFlow (.venv-newest)"
 	@echo "make format     reformat the sources in place (yapf)"
 	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
 	@echo "make bench      benchmarks: tfdist vs hand-written TF/Horovod vs the machine (bench/results/)"
 	@echo "make slurm-up   start the two-node test Slurm cluster (slurm-down stops it)"
 
 # Re-install only when the package metadata changes, so a second `make test` starts at once.
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml $(CONSTRAINTS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[test]'
+	touch $@
+
+# The newest TensorFlow and tf-keras that setup.cfg accepts, in a venv of its own (no Horovod).
+$(NEWEST_STAMP): setup.cfg pyproject.toml tools/constraints/newest.txt
+	test -x $(NEWEST)/bin/python || $(PYTHON) -m venv $(NEWEST)
+	$(NEWEST)/bin/python -m pip install --quiet --upgrade pip
+	$(NEWEST)/bin/python -m pip install --quiet -c tools/constraints/newest.txt -e '.[test]'
 	touch $@
 
 install: $(STAMP)
@@ -62,6 +74,12 @@ test: lint $(HOROVOD_STAMP)
 test-fast: lint
 	$(BIN)/python -m pytest -m "not slow"
 
+# Everything but Horovod on the newest TensorFlow. VIRTUAL_ENV and PATH as after `activate`, so
+# that `tfdist launch`, the field scripts and the Slurm jobs (jobs/common.sh) use this venv too.
+test-newest: $(NEWEST_STAMP)
+	VIRTUAL_ENV=$(CURDIR)/$(NEWEST) PATH="$(CURDIR)/$(NEWEST)/bin:$$PATH" \
+	  $(NEWEST)/bin/python -m pytest -m "not horovod"
+
 # Benchmarks (bench/, not tests): JSON + PNG per benchmark in bench/results/, a summary table at
 # the end. Needs Horovod and the `bench` extra (matplotlib); about 20 minutes on 2 cores.
 $(BENCH_STAMP): $(STAMP)
@@ -79,4 +97,4 @@ slurm-down:
 	tools/slurm/cluster.sh down
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(NEWEST) build *.egg-info .pytest_cache

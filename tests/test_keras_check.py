@@ -25,7 +25,11 @@ def test_import_tfdist_first_gives_tf_keras():
                "print(require_legacy_keras().Model.__module__, tf_keras.__version__)")
     assert r.returncode == 0, r.stderr
     module, version = r.stdout.split()
-    assert module.startswith("tf_keras.") and version.startswith("2.18")
+    import tensorflow as tf
+
+    # tf-keras of TensorFlow's own minor (each tf-keras release pins it).
+    assert module.startswith("tf_keras.")
+    assert version.split(".")[:2] == tf.__version__.split(".")[:2], (version, tf.__version__)
 
 
 def test_keras3_loaded_first_raises_the_clear_error():
@@ -38,3 +42,41 @@ def test_keras3_loaded_first_raises_the_clear_error():
     assert "KerasVersionError: tf.keras is Keras 3." in r.stderr
     assert "put `import tfdist` before `import tensorflow`" in r.stderr
     assert "export TF_USE_LEGACY_KERAS=1" in r.stderr
+
+
+KERAS3_SCRIPT = """
+import tfdist
+import tensorflow as tf
+import keras
+import numpy as np
+rt = tfdist.init()
+with rt.scope():
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+model.fit(np.zeros((8, 4)), np.zeros((8, 2)), epochs=1, verbose=0)
+print("FIT DONE", rt.strategy_name)
+"""
+
+
+def test_keras3_model_trains_in_one_task_and_is_stopped_with_the_fix_under_multi_worker(tmp_path):
+    """Keras 3 works where it works (one task, mirrored) and stops before the first step, naming
+    the fix, where its fit fails (multi_worker: the PerReplica error in epoch 1 otherwise)."""
+    script = tmp_path / "keras3_user.py"
+    script.write_text(KERAS3_SCRIPT)
+    one = python(f"exec(open({str(script)!r}).read())")
+    assert one.returncode == 0 and "FIT DONE default" in one.stdout, one.stderr[-3000:]
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    two = subprocess.run([
+        os.path.join(os.path.dirname(sys.executable), "tfdist"), "launch", "-n", "2", "--",
+        sys.executable,
+        str(script)
+    ],
+                         env=env,
+                         capture_output=True,
+                         text=True,
+                         timeout=300)
+    assert two.returncode != 0
+    assert "FIT DONE" not in two.stdout
+    assert "KerasVersionError: This model is a Keras 3." in two.stdout + two.stderr
+    assert "--strategy=multi_worker" in two.stdout + two.stderr
+    assert "from tensorflow import keras" in two.stdout + two.stderr

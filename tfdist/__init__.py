@@ -1,16 +1,16 @@
 """tfdist: distributed TensorFlow/Keras training on Slurm clusters.
 
 Import tfdist before TensorFlow: it selects tf-keras (Keras 2), the only Keras on which every
-strategy of tfdist runs under `model.fit` and Horovod works (shared/design/FACTS.md).
+strategy of tfdist runs under `model.fit` and Horovod works (shared/design/FACTS.md), and binds
+Horovod's Keras API to it whether Horovod is imported before or after.
 """
 
-import os
+from tfdist import tf_environ as _tf_environ
+from tfdist.distribute import horovod_keras as _horovod_keras
 
-# TensorFlow reads this when `tf.keras` is first touched; it must be set before that happens.
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
-# Batch logs stay readable: TensorFlow's C++ INFO lines (oneDNN notes, end-of-data notes) are hidden
-# unless the user asks for them.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+# Before TensorFlow loads: TensorFlow reads these when `tf.keras` is first touched.
+_tf_environ.apply()
+_horovod_keras.install()
 
 __version__ = "0.1.0"
 

@@ -1,5 +1,7 @@
-"""The check that tf.keras really is tf-keras (Keras 2) in this process."""
+"""The check that tf.keras really is tf-keras (Keras 2) in this process, and the stop for Keras 3
+models under the strategies where Keras 3's `model.fit` fails."""
 
+import functools
 import sys
 
 
@@ -18,7 +20,50 @@ def require_legacy_keras():
             f"tf.keras is Keras {version} in this process, but tfdist needs tf-keras 2.x "
             "(under Keras 3, MultiWorkerMirrored and ParameterServer model.fit and Horovod's Keras "
             "API fail). TensorFlow was imported and tf.keras used before `import tfdist` (and "
-            "without TF_USE_LEGACY_KERAS=1 in the environment). Fix: put `import tfdist` before "
-            "`import tensorflow` and `import keras` in "
-            "your script, or `export TF_USE_LEGACY_KERAS=1` before starting Python.")
+            "without TF_USE_LEGACY_KERAS=1 in the environment), for example by `import "
+            "horovod.tensorflow.keras`. Fix: put `import tfdist` before `import tensorflow`, "
+            "`import horovod...` and `import keras` in your script, or `export "
+            "TF_USE_LEGACY_KERAS=1` before starting Python.")
     return tf.keras
+
+
+# Engines under which a Keras 3 model trains with model.fit (tools/keras3_matrix.py on TF 2.21 +
+# Keras 3.15: Mirrored and CentralStorage work; MultiWorkerMirrored fails in the first step with
+# "Attempt to convert a value (PerReplica...)" on plain and distributed datasets alike,
+# keras-team/keras#20585; ParameterServer is not supported by Keras 3, keras-team/keras#18624;
+# Horovod's Keras API binds tf-keras). Engines not measured are refused too.
+KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage")
+_MARK = "_tfdist_keras3_guard"
+
+
+def keras3_loaded():
+    """The Keras 3 module when this process imported it (tfdist and TensorFlow never do)."""
+    keras = sys.modules.get("keras")
+    version = getattr(keras, "__version__", "")
+    return keras if version.startswith("3.") else None
+
+
+def guard_keras3_fit(engine_name: str) -> None:
+    """Make Keras 3's Model.fit stop at once, naming the fix, under an engine where it fails.
+
+    Called by tfdist.init, and again when Keras 3 is imported after it (tfdist's import hook)."""
+    keras = keras3_loaded()
+    if keras is None or engine_name in KERAS3_ENGINES:
+        return
+    model = keras.Model
+    if getattr(model.fit, _MARK, False):
+        return
+    fit = model.fit
+
+    @functools.wraps(fit)
+    def guarded_fit(self, *args, **kwargs):
+        raise KerasVersionError(
+            f"This model is a Keras {keras.__version__} model (`import keras`), and Keras 3's "
+            f"model.fit fails under --strategy={engine_name} (MultiWorkerMirrored: 'Attempt to "
+            "convert a value (PerReplica...)' in the first step, keras-team/keras#20585; "
+            "ParameterServer and Horovod's Keras API need tf-keras). Fix: build and compile it "
+            "with `tf.keras` (tf-keras under tfdist): replace `import keras` by `from tensorflow "
+            "import keras`; or train on one node with --strategy=mirrored, where Keras 3 works.")
+
+    setattr(guarded_fit, _MARK, True)
+    model.fit = guarded_fit

@@ -45,6 +45,15 @@ print(version("tensorflow"), "cp%d%d" % sys.version_info[:2])' 2>/dev/null); the
     log "TensorFlow is not installed for $PYTHON: install tfdist first (make install)."
     exit 1
 fi
+# Horovod 0.28.1 builds against TensorFlow 2.18 (tested); past it the build fails (xla_builder.h
+# moved in 2.19: shared/design/FACTS.md), and before it tfdist has not tested it.
+if [[ $HOROVOD_VERSION == 0.28.1 && $TF_VERSION != 2.18.* && ${TFDIST_HOROVOD_ANY_TF:-0} != 1 ]]; then
+    log "Horovod $HOROVOD_VERSION is built and tested by tfdist against TensorFlow 2.18 only;"
+    log "this Python has TensorFlow $TF_VERSION ($PYTHON). Use the default stack (\`make install\`:"
+    log "tools/constraints/default.txt), or --strategy=multi_worker, which needs no Horovod."
+    log "(TFDIST_HOROVOD_ANY_TF=1 tries the build anyway: 2.19 and newer are known to fail.)"
+    exit 1
+fi
 # tfdist's fixes to Horovod (tools/horovod-patches/*.patch, applied in name order); their hash is in
 # the cache key, so a changed patch gets a new build.
 PATCH_DIR="$(cd "$(dirname "$0")" && pwd)/horovod-patches"

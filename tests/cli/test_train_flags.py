@@ -16,7 +16,8 @@ def test_flags_reach_the_train_config():
         "--lr_schedule=cosine", "--lr_decay_epochs=2", "--lr_decay_rate=0.5", "--optimizer=adam",
         "--mixed_precision=mixed_bfloat16", "--model_dir=/tmp/x", "--checkpoint_steps=7",
         "--requeue", "--notensorboard", "--seed=9", "--noshuffle", "--steps_per_epoch=11",
-        "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024"
+        "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024", "--collective=nccl",
+        "--task_gpus=share", "--nogpu_memory_growth"
     ]
     verbosity = absl_logging.get_verbosity()  # parsing --verbosity changes absl's logger level
     flags.FLAGS.unparse_flags()
@@ -49,8 +50,10 @@ def test_flags_reach_the_train_config():
                               shuffle=False,
                               steps_per_epoch=11,
                               data_dir="/tmp/d",
+                              task_gpus="share",
+                              gpu_memory_growth=False,
                               engine_options={
-                                  "implementation": "auto",
+                                  "collective": "nccl",
                                   "bytes_per_pack": 1024,
                                   "collective_timeout": flags.FLAGS["collective_timeout"].default
                               })

@@ -14,6 +14,10 @@ class LostTaskError(RuntimeError):
     """Another task of the job died or became unreachable during training."""
 
 
+class LateInitError(RuntimeError):
+    """tfdist.init() ran after TensorFlow had started its runtime (an op, a dataset, a model)."""
+
+
 class Engine:
     """A distribution engine configured for this task. Subclasses set `strategy`."""
 

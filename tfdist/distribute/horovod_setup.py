@@ -7,21 +7,18 @@ gloo rings. Before that, every task checks in at the rendezvous, so a task that 
 the others with an error naming it after HOROVOD_GLOO_TIMEOUT_SECONDS instead of a hang. An
 environment made by horovodrun (or by mpirun, for a Horovod built with MPI) is used as it is.
 
-`horovod.tensorflow.keras` imports `keras`, which is Keras 3 beside TF >= 2.16, and its callbacks
-then fail (shared/design/FACTS.md). `import_horovod_keras` imports it with `keras` resolving to
-`tf_keras` for the length of that import only: this is the one place tfdist aliases `keras`.
+`horovod.tensorflow.keras` is bound to tf-keras by tfdist.distribute.horovod_keras, whatever the
+order of the user's imports.
 
 TensorFlow and Horovod are imported inside the functions only: importing this module is cheap.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 import urllib.error
@@ -42,7 +39,8 @@ OWNED_VAR = "TFDIST_HOROVOD"  # set beside the HOROVOD_* variables that tfdist w
 CHECK_IN_SCOPE = "tfdist"  # an ad-hoc scope of the rendezvous store where the tasks check in
 INSTALL_HINT = ("Install it with `make horovod` in a tfdist checkout (builds Horovod "
                 f"{HOROVOD_VERSION} with gloo against this TensorFlow once and caches the wheel), "
-                "or `tools/build_horovod_wheel.sh --install`.")
+                "or `tools/build_horovod_wheel.sh --install`. It builds against TensorFlow 2.18 "
+                "(tfdist's default stack), not newer: there use --strategy=multi_worker.")
 COMPRESSIONS = ("none", "fp16")
 
 # What init_horovod set up in this process: the rendezvous server (rank 0) and the module.
@@ -64,38 +62,17 @@ def horovod_available() -> bool:
     return importlib.util.find_spec("horovod") is not None
 
 
-def _is_keras_name(name: str) -> bool:
-    return name == "keras" or name.startswith("keras.")
-
-
 def import_horovod_keras():
-    """`horovod.tensorflow.keras`, imported with `keras` resolving to `tf_keras`.
-
-    Horovod's Keras module binds `keras` when it is imported; under Keras 3 its callbacks fail.
-    For the length of that import `sys.modules["keras"]` is `tf_keras`; afterwards every
-    `keras` and `keras.*` entry of `sys.modules` is as it was (absent if it was absent), so nothing
-    else in the process sees the alias. Horovod's callbacks keep the tf_keras they bound.
-    """
-    module = sys.modules.get("horovod.tensorflow.keras")
-    if module is not None:
-        return module
+    """`horovod.tensorflow.keras`, bound to tf-keras (tfdist.distribute.horovod_keras)."""
+    from tfdist.distribute import horovod_keras
     from tfdist.keras_check import require_legacy_keras
 
     require_legacy_keras()  # tf.keras must be tf_keras: Horovod's module uses both
-    import tf_keras
-
-    saved = {name: mod for name, mod in sys.modules.items() if _is_keras_name(name)}
-    sys.modules["keras"] = tf_keras
     try:
-        return importlib.import_module("horovod.tensorflow.keras")
+        return horovod_keras.import_horovod_keras()
     except ImportError as err:
         raise HorovodSetupError(f"Cannot import horovod.tensorflow.keras ({err}). "
                                 f"{INSTALL_HINT}") from err
-    finally:
-        for name in [name for name in sys.modules if _is_keras_name(name)]:
-            if name not in saved:
-                del sys.modules[name]
-        sys.modules.update(saved)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,6 +105,20 @@ def horovodrun_environment(environ: Optional[Mapping[str, str]] = None,
                 environ["HOROVOD_SIZE"], *slurm)
             return False
     return gloo or mpi
+
+
+def launcher_local_rank(cluster: Cluster,
+                        environ: Optional[Mapping[str, str]] = None) -> Optional[tuple[int, int]]:
+    """(local rank, local size) that horovodrun or mpirun gave this process, which then pick its
+    GPU; None when tfdist sets Horovod up itself (the cluster's local rank applies)."""
+    environ = os.environ if environ is None else environ
+    if not horovodrun_environment(environ, cluster):
+        return None
+    for rank, size in (("HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
+                       ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")):
+        if environ.get(rank, "").isdigit() and environ.get(size, "").isdigit():
+            return int(environ[rank]), int(environ[size])
+    return None
 
 
 def host_alloc_plan(cluster: Cluster) -> list:

@@ -1,0 +1,106 @@
+"""The field's own example scripts (tests/field/*.py, written as their public examples are), run
+by `tfdist launch` with 2 or 3 processes, from a shell that has none of tfdist's variables: each
+learns digits (>= 0.95 test accuracy) with at most 3 lines added for tfdist."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.field.helpers import (BIN, HERE, MIN_ACCURACY, epochs_started, launch, result,
+                                 tfdist_lines, user_environ)
+from tests.horovod.helpers import requires_horovod
+
+pytestmark = pytest.mark.slow
+
+SCRIPTS = {
+    "horovod_keras_digits.py": 2,
+    "horovod_tape_digits.py": 2,
+    "ps_tutorial_digits.py": 2,
+    "plain_keras_digits.py": 3,
+    "mwms_tutorial/main.py": 0,
+    "mwms_tutorial/mnist_setup.py": 0,
+}
+
+
+@pytest.mark.parametrize("script,lines", sorted(SCRIPTS.items()))
+def test_scripts_add_at_most_three_lines(script, lines):
+    added = tfdist_lines(HERE / script)
+    assert len(added) == lines, added
+    if lines == 0:
+        lines_ = (HERE / script).read_text().splitlines()
+        code = [x for x in lines_ if not x.lstrip().startswith("#")]
+        assert not [x for x in code if "tfdist" in x]
+
+
+@requires_horovod
+@pytest.mark.horovod
+@pytest.mark.parametrize("script", ["horovod_keras_digits.py", "horovod_tape_digits.py"])
+def test_horovod_examples(script, tmp_path):
+    proc = launch(2, "python", script, str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    res = result(tmp_path, proc)
+    assert res["size"] == 2 and res["test_accuracy"] >= MIN_ACCURACY, res
+    if "weight_sums" in res:  # GradientTape: both ranks hold the same weights
+        assert res["weight_sums"][0] == pytest.approx(res["weight_sums"][1], rel=1e-6), res
+    else:  # Keras: the warm-up callback ran (it fails under Keras 3) and rank 0 checkpointed
+        assert "finished gradual learning rate warmup" in proc.stdout
+        assert (tmp_path / "checkpoint-8.h5").exists()
+
+
+def test_tensorflow_multi_worker_tutorial_after_tfdist_env(tmp_path):
+    """TensorFlow's tutorial, unchanged: its TF_CONFIG (and the Keras switch) from `tfdist env`."""
+    proc = launch(2,
+                  "bash",
+                  "-c", 'eval "$(tfdist env --strategy=multi_worker --format=shell)"; '
+                  f'exec python main.py {tmp_path}',
+                  cwd=HERE / "mwms_tutorial")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    res = result(tmp_path, proc)
+    assert res["workers"] == 2 and res["test_accuracy"] >= MIN_ACCURACY, res
+
+
+def test_tensorflow_parameter_server_tutorial(tmp_path):
+    """Chief + ps + worker; the ps and worker exit by themselves once the chief is done."""
+    proc = launch(3, "python", "ps_tutorial_digits.py", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    res = result(tmp_path, proc)
+    assert res["workers"] == 1 and res["test_accuracy"] >= MIN_ACCURACY, res
+
+
+def test_plain_keras_script_resumes_with_its_own_backup_and_restore(tmp_path):
+    """Killed (SIGKILL, every process) after its third epoch and started again, the script
+    resumes after the last epoch its BackupAndRestore saved, and still learns."""
+    cmd = [
+        str(BIN / "tfdist"), "launch", "-n", "2", "--", "python", "plain_keras_digits.py",
+        str(tmp_path), "8"
+    ]
+    proc = subprocess.Popen(cmd,
+                            cwd=HERE,
+                            env=user_environ(),
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT,
+                            text=True,
+                            start_new_session=True)
+    seen, deadline = [], time.monotonic() + 300
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("[0] Epoch 4/8") or time.monotonic() > deadline:
+                break
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert epochs_started("".join(seen))[-1:] == [4], "".join(seen)[-3000:]
+    assert not (tmp_path / "result.json").exists()
+
+    again = launch(2, "python", "plain_keras_digits.py", str(tmp_path), "8")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-5000:]
+    started = epochs_started(again.stdout)
+    assert started and started[0] >= 4 and started[-1] == 8, again.stdout[-3000:]
+    res = result(tmp_path, again)
+    assert res["replicas"] == 2 and res["test_accuracy"] >= MIN_ACCURACY, res

@@ -1,0 +1,195 @@
+"""Horovod's Keras API bound to tf-keras, whatever the order of the user's imports.
+
+`horovod.tensorflow.keras` takes `keras.callbacks.Callback` from `tf.keras` but its backend `K`
+from `import keras`, which is Keras 3 beside TensorFlow >= 2.16: its callbacks then fail in the
+first epoch (`module 'keras.backend' has no attribute 'constant'`, upstream horovod#4290), and
+`horovod.keras` binds Keras 3 throughout. Under tfdist `tf.keras` is tf-keras, so Horovod must bind
+tf-keras too. Two ways in, one mechanism (the module is executed with `keras` resolving to
+`tf_keras`, and only for that execution):
+
+- `import tfdist` installs an import hook: Horovod Keras modules imported afterwards bind tf-keras.
+- Modules Horovod imported before tfdist are re-executed in place (`importlib.reload`), so the
+  user's `hvd` module object gets tf-keras callbacks too.
+
+Horovod 0.28.1's `LearningRateScheduleCallback` (and so `LearningRateWarmupCallback`) also applies
+"momentum correction" by `K.set_value(optimizer.momentum, ...)`; tf-keras's optimizers keep
+`momentum` as a Python float, which TensorFlow bakes into the traced step, so the correction can
+have no effect and the call fails (`'float' object has no attribute 'dtype'`). The callback then
+skips it with a warning; the learning rate itself is scheduled as Horovod intends.
+
+Nothing here imports TensorFlow or Horovod at import time: `import tfdist` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import logging
+import os
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+log = logging.getLogger(__name__)
+
+# Horovod 0.28's modules that bind `keras` when executed, in the order a reload must follow
+# (each after the modules it takes names from).
+KERAS_MODULES = (
+    "horovod._keras.callbacks",
+    "horovod._keras.elastic",
+    "horovod._keras",
+    "horovod.tensorflow.keras.callbacks",
+    "horovod.tensorflow.keras.elastic",
+    "horovod.tensorflow.keras",
+    "horovod.keras.callbacks",
+    "horovod.keras.elastic",
+    "horovod.keras",
+)
+_MARK = "_tfdist_tf_keras"  # set on a module executed under the alias
+_depth = [0]  # nesting of _keras_is_tf_keras (Horovod's modules import each other)
+
+
+def legacy_keras_selected() -> bool:
+    """TensorFlow's own switch (TF_USE_LEGACY_KERAS) is on: tf.keras is tf-keras."""
+    return os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
+
+
+def _is_keras_name(name: str) -> bool:
+    return name == "keras" or name.startswith("keras.")
+
+
+@contextmanager
+def _keras_is_tf_keras() -> Iterator[None]:
+    """`keras` (and `keras.*`) resolve to tf_keras inside; sys.modules is as before afterwards."""
+    if _depth[0]:
+        _depth[0] += 1
+        try:
+            yield
+        finally:
+            _depth[0] -= 1
+        return
+    import tf_keras
+    import tf_keras.backend  # noqa: F401  (Horovod's `from keras import backend as K`)
+
+    saved = {name: mod for name, mod in sys.modules.items() if _is_keras_name(name)}
+    for name in saved:
+        del sys.modules[name]
+    # tf_keras's loaded submodules under their `keras.` names too: else `from keras import X`
+    # would execute a second copy of tf_keras.X under the name keras.X.
+    for name, mod in list(sys.modules.items()):
+        if name == "tf_keras" or name.startswith("tf_keras."):
+            sys.modules["keras" + name[len("tf_keras"):]] = mod
+    _depth[0] = 1
+    try:
+        yield
+    finally:
+        _depth[0] = 0
+        for name in [name for name in sys.modules if _is_keras_name(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+def _after_exec(module) -> None:
+    setattr(module, _MARK, True)
+    if module.__name__ == "horovod._keras.callbacks":
+        _skip_float_momentum_correction(module)
+
+
+class _TfKerasLoader(importlib.abc.Loader):
+    """Wraps Horovod's own loader: executes the module with `keras` resolving to tf_keras."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        if legacy_keras_selected():
+            with _keras_is_tf_keras():
+                self._loader.exec_module(module)
+            _after_exec(module)
+        else:
+            self._loader.exec_module(module)
+
+
+class _HorovodKerasFinder(importlib.abc.MetaPathFinder):
+    """Finds Horovod's Keras modules with the other finders and wraps their loader."""
+
+    def find_spec(self, name, path, target=None):
+        if name not in KERAS_MODULES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and not isinstance(spec.loader, _TfKerasLoader):
+                    spec.loader = _TfKerasLoader(spec.loader)
+                return spec
+        return None
+
+
+def install() -> None:
+    """Bind Horovod's Keras API to tf-keras from now on (idempotent; called by `import tfdist`).
+
+    Modules Horovod already imported with Keras 3 are re-executed, and only when TensorFlow has not
+    yet made `tf.keras` Keras 3 (else the model is Keras 3 too, and tfdist.init says so).
+    """
+    if not any(isinstance(finder, _HorovodKerasFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _HorovodKerasFinder())
+    rebind_imported()
+
+
+def rebind_imported() -> list[str]:
+    """Re-execute, under the alias, Horovod Keras modules imported before the hook; their names."""
+    stale = [
+        name for name in KERAS_MODULES
+        if name in sys.modules and not getattr(sys.modules[name], _MARK, False)
+    ]
+    if not stale or not legacy_keras_selected() or _tf_keras_is_keras3():
+        return []
+    with _keras_is_tf_keras():
+        for name in stale:
+            importlib.reload(sys.modules[name])
+    for name in stale:
+        _after_exec(sys.modules[name])
+    log.debug("tfdist: re-bound %s to tf-keras", ", ".join(stale))
+    return stale
+
+
+def _tf_keras_is_keras3() -> bool:
+    """True when TensorFlow already resolved `tf.keras` to Keras 3 in this process (final)."""
+    tf = sys.modules.get("tensorflow")
+    loader = getattr(tf, "__dict__", {}).get("keras")
+    # TensorFlow's KerasLazyLoader resolves on first use; read its state without resolving it.
+    state = getattr(loader, "__dict__", {})
+    return bool(state.get("_tfll_initialized")) and state.get("_tfll_keras_version") == "keras_3"
+
+
+def _skip_float_momentum_correction(impl) -> None:
+    """Make Horovod's LR schedule callbacks skip momentum correction where momentum is a float."""
+    cls = impl.LearningRateScheduleCallbackImpl
+    if getattr(cls, _MARK, False):
+        return
+    adjust = cls._adjust_learning_rate
+
+    def _adjust_learning_rate(self, epoch):
+        momentum = getattr(self.model.optimizer, "momentum", None)
+        if self.momentum_correction and isinstance(momentum, (int, float)):
+            self.momentum_correction = False
+            log.warning(
+                "Horovod's momentum correction is skipped: this optimizer's momentum is a Python "
+                "float (tf-keras), fixed when the step was traced. The learning-rate schedule "
+                "applies; pass momentum_correction=False to silence this.")
+        return adjust(self, epoch)
+
+    cls._adjust_learning_rate = _adjust_learning_rate
+    setattr(cls, _MARK, True)
+
+
+def import_horovod_keras():
+    """`horovod.tensorflow.keras` bound to tf-keras (imported now if need be)."""
+    install()
+    return importlib.import_module("horovod.tensorflow.keras")

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The TensorFlow versions setup.cfg accepts beyond the two the suites test (2.18: `make test`,
+# 2.21: `make test-newest`): for each, a venv that already holds that TensorFlow and its tf-keras,
+# then `pip install -e .` into it, then the checks:
+#   1. pip kept that TensorFlow (tfdist never up- or downgrades a cluster's TensorFlow);
+#   2. `import tfdist` gives tf.keras = tf-keras of the same minor;
+#   3. a user's plain Keras script (tests/field/plain_keras_digits.py) trains with 2 workers under
+#      `tfdist launch` (MultiWorkerMirroredStrategy) to >= 0.95 test accuracy.
+#
+#   tools/check_tf_range.sh [VERSION...]        default: 2.16 2.17 2.19 2.20
+#   TFDIST_RANGE_DIR   where the venvs live (default: .venv-range/), kept for the next run
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+PYTHON=${PYTHON:-python3}
+ROOT=${TFDIST_RANGE_DIR:-$REPO/.venv-range}
+VERSIONS=("$@")
+[[ ${#VERSIONS[@]} -gt 0 ]] || VERSIONS=(2.16 2.17 2.19 2.20)
+mkdir -p "$ROOT"
+failed=()
+for v in "${VERSIONS[@]}"; do
+    venv=$ROOT/tf$v
+    echo "== TensorFlow $v ($venv)"
+    start=$(date +%s)
+    if [[ ! -x $venv/bin/python ]]; then
+        "$PYTHON" -m venv "$venv"
+        "$venv/bin/python" -m pip install --quiet --upgrade pip
+    fi
+    # The cluster's TensorFlow first, as a site module or an earlier pip install would leave it.
+    "$venv/bin/python" -m pip install --quiet "tensorflow==$v.*" "tf-keras==$v.*"
+    before=$("$venv/bin/python" -c 'from importlib.metadata import version; print(version("tensorflow"))')
+    "$venv/bin/python" -m pip install --quiet -e "$REPO"
+    after=$("$venv/bin/python" -c 'from importlib.metadata import version; print(version("tensorflow"))')
+    if [[ $before != "$after" ]]; then
+        echo "FAIL $v: pip install -e . changed TensorFlow $before -> $after"
+        failed+=("$v")
+        continue
+    fi
+    out=$(mktemp -d)
+    if ! TF_CPP_MIN_LOG_LEVEL=3 "$venv/bin/python" - "$v" <<'PY'
+import sys
+import tfdist
+import tensorflow as tf
+import tf_keras
+assert tf.keras.Model.__module__.startswith("tf_keras."), tf.keras.Model.__module__
+assert tf.__version__.startswith(sys.argv[1] + "."), tf.__version__
+assert tf_keras.__version__.startswith(sys.argv[1] + "."), tf_keras.__version__
+print(f"tensorflow {tf.__version__}, tf-keras {tf_keras.__version__}: tf.keras is tf-keras")
+PY
+    then
+        echo "FAIL $v: import tfdist did not give tf-keras $v"
+        failed+=("$v")
+        continue
+    fi
+    if (cd tests/field && env -u TF_USE_LEGACY_KERAS PATH="$venv/bin:$PATH" TF_CPP_MIN_LOG_LEVEL=3 \
+        timeout 600 "$venv/bin/tfdist" launch -n 2 -- python plain_keras_digits.py "$out" 6 \
+        >"$out/log" 2>&1) && "$venv/bin/python" - "$out/result.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["replicas"] == 2 and r["test_accuracy"] >= 0.95, r
+print(f"plain Keras script, 2 workers: test accuracy {r['test_accuracy']:.4f}")
+PY
+    then
+        echo "ok $v: TensorFlow $after kept, trained in $(($(date +%s) - start)) s"
+    else
+        tail -20 "$out/log"
+        echo "FAIL $v: the 2-worker training failed (log above)"
+        failed+=("$v")
+    fi
+    rm -rf "$out"
+done
+if [[ ${#failed[@]} -gt 0 ]]; then
+    echo "check_tf_range: failed for TensorFlow ${failed[*]}"
+    exit 1
+fi
+echo "check_tf_range: ${#VERSIONS[@]} passed, 0 failed"
