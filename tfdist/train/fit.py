@@ -271,6 +271,7 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         "mixed_precision": cfg.mixed_precision,
         "epochs": cfg.epochs,
         "steps_per_epoch": steps,
+        "train_samples": info["num_train"],  # one pass over the split (tfdist scale: time/epoch)
         "resumed_from": list(saver.resumed_from) if saver and saver.resumed_from else None,
         "model": cfg.model,
         "pipeline": cfg.pipeline,
