@@ -12,7 +12,7 @@ HOROVOD_STAMP := $(VENV)/.horovod-installed
 BENCH_STAMP := $(VENV)/.bench-installed
 SRC    := tfdist pipelines tests bench jobs
 
-.PHONY: help install test test-fast test-newest lint format clean
+.PHONY: help install test test-fast test-newest test-range lint format clean
 .PHONY: slurm-up slurm-down
 .PHONY: horovod demo
 .PHONY: bench
@@ -23,6 +23,7 @@ help:
 	@echo "make test       lint + the whole test suite (what CI runs)"
 	@echo "make test-fast  lint + tests not marked slow"
 	@echo "make test-newest  the suite but Horovod on the newest TensorFlow (.venv-newest)"
+	@echo "make test-range   TensorFlow 2.16, 2.17, 2.19, 2.20: kept by pip, 2 workers train"
 	@echo "make format     reformat the sources in place (yapf)"
 	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
 	@echo "make bench      benchmarks: tfdist vs hand-written TF/Horovod vs the machine (bench/results/)"
@@ -84,6 +85,12 @@ test-newest: $(NEWEST_STAMP)
 	VIRTUAL_ENV=$(CURDIR)/$(NEWEST) PATH="$(CURDIR)/$(NEWEST)/bin:$$PATH" \
 	  $(NEWEST)/bin/python -m pytest -m "not horovod"
 
+# The other TensorFlow versions setup.cfg accepts: a venv each (.venv-range/), the check of
+# tools/check_tf_range.sh (TensorFlow kept by `pip install -e .`, tf-keras selected, 2 workers
+# train a user's Keras script).
+test-range:
+	PYTHON=$(PYTHON) bash tools/check_tf_range.sh
+
 # Benchmarks (bench/, not tests): JSON + PNG per benchmark in bench/results/, a summary table at
 # the end. Needs Horovod and the `bench` extra (matplotlib); about 20 minutes on 2 cores.
 $(BENCH_STAMP): $(STAMP)
@@ -101,4 +108,4 @@ slurm-down:
 	tools/slurm/cluster.sh down
 
 clean:
-	rm -rf $(VENV) $(NEWEST) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(NEWEST) .venv-range build *.egg-info .pytest_cache

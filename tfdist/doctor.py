@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from tfdist.cluster import Cluster, ClusterError, Roles, build_roles, check_port_free, detect
+from tfdist.cluster.gpus import gpu_notes, placement_check
 
 OK, INFO, WARN, PROBLEM, SKIP = "ok", "info", "warn", "PROBLEM", "skip"
 # In the order they print: the fast ones first, while the TensorFlow probe runs beside them.
@@ -38,8 +39,10 @@ try:
     from tfdist.keras_check import require_legacy_keras
     require_legacy_keras()
     import tensorflow as tf, tf_keras
-    out.update(tensorflow=tf.__version__, tf_keras=tf_keras.__version__,
-               tf_gpus=len(tf.config.list_physical_devices("GPU")))
+    found = tf.config.list_physical_devices("GPU")
+    out.update(tensorflow=tf.__version__, tf_keras=tf_keras.__version__, tf_gpus=len(found),
+               tf_gpu_cc=[tf.config.experimental.get_device_details(g).get("compute_capability")
+                          for g in found])
 except BaseException as e:
     out["tensorflow_error"] = f"{{type(e).__name__}}: {{e}}"
 if "tensorflow_error" not in out:
@@ -51,7 +54,7 @@ if "tensorflow_error" not in out:
             hvd = import_horovod_keras()
             import horovod
             out.update(horovod=horovod.__version__, gloo=bool(hvd.gloo_built()),
-                       mpi=bool(hvd.mpi_built()))
+                       mpi=bool(hvd.mpi_built()), nccl=int(hvd.nccl_built()))
         except BaseException as e:
             out["horovod_error"] = f"{{type(e).__name__}}: {{e}}"
 print({_PROBE_MARK!r} + json.dumps(out), flush=True)
@@ -401,7 +404,8 @@ def check_horovod(probe: Mapping[str, Any], strategy: str) -> Result:
         message = (error[len(prefix):] if error.startswith(prefix) else
                    f"Cannot import horovod.tensorflow.keras ({error}). {INSTALL_HINT}")
         return Result("horovod", PROBLEM, message)
-    built = f"gloo {'yes' if probe['gloo'] else 'no'}, MPI {'yes' if probe['mpi'] else 'no'}"
+    built = ", ".join(f"{name} {'yes' if probe.get(key) else 'no'}"
+                      for name, key in (("gloo", "gloo"), ("MPI", "mpi"), ("NCCL", "nccl")))
     if needed and not probe["gloo"]:
         return Result(
             "horovod", WARN, f"Horovod {probe['horovod']} ({built}): built without gloo, so it "
@@ -420,6 +424,7 @@ def run_checks(strategy: str = "auto",
                model_dir: Optional[str] = None,
                skip: tuple[str, ...] = (),
                tf_timeout: float = 180.0,
+               task_gpus: str = "auto",
                report: Callable[[Result], None] = lambda result: None) -> list[Result]:
     """Every check not in `skip`, in CHECKS order; `report` sees each result as it is known."""
     unknown = sorted(set(skip) - set(CHECKS))
@@ -450,6 +455,9 @@ def run_checks(strategy: str = "auto",
             seen = gpus_seen(os.environ)
             gpus = seen[0]
             add(check_gpus(local_tasks=cluster.local_world_size if cluster else 1, seen=seen))
+            placed = cluster and placement_check(cluster, roles, os.environ, gpus, task_gpus)
+            if placed:  # which GPU(s) this task takes; tasks that would share one: PROBLEM
+                add(Result("gpus", *placed))
         if "model_dir" not in skip:
             add(
                 check_model_dir(model_dir,
@@ -461,6 +469,10 @@ def run_checks(strategy: str = "auto",
                 add(check_tensorflow(findings, gpus))
             if "horovod" not in skip:
                 add(check_horovod(findings, roles.strategy if roles else strategy))
+            notes = [] if "gpus" in skip else gpu_notes(findings,
+                                                        roles.strategy if roles else strategy)
+            for status, message in notes:  # NCCL in Horovod, mixed precision
+                add(Result("gpus", status, message))
     finally:
         if probe is not None:  # an exception above: do not leave the child behind
             probe.kill()

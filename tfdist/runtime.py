@@ -18,6 +18,7 @@ import sys
 from typing import Any, Optional
 
 from tfdist.cluster import Cluster, Roles, build_roles, detect
+from tfdist.cluster.gpus import GpuPlan
 from tfdist.distribute import Engine, make_engine
 from tfdist.keras_check import guard_keras3_fit, require_legacy_keras
 
@@ -26,15 +27,29 @@ log = logging.getLogger("tfdist")
 LR_SCALING = ("linear", "sqrt", "none")
 
 
+def scale_lr(lr: float, replicas: float, rule: str = "linear") -> float:
+    """The single-replica rate `lr` for `replicas` times its batch: ηN (linear), η√N (sqrt)."""
+    if rule not in LR_SCALING:
+        raise ValueError(f"lr_scaling={rule!r}: expected one of {', '.join(LR_SCALING)} "
+                         "(--lr_scaling).")
+    return {"linear": lr * replicas, "sqrt": lr * math.sqrt(replicas), "none": lr}[rule]
+
+
 class Runtime:
     """This task's engine, with the questions training code asks of it."""
 
-    def __init__(self, cluster: Cluster, roles: Roles, engine: Engine, lr_scaling: str = "linear"):
+    def __init__(self,
+                 cluster: Cluster,
+                 roles: Roles,
+                 engine: Engine,
+                 lr_scaling: str = "linear",
+                 gpus: Optional[GpuPlan] = None):
         if lr_scaling not in LR_SCALING:
             raise ValueError(f"lr_scaling={lr_scaling!r}: expected one of "
                              f"{', '.join(LR_SCALING)} (--lr_scaling).")
         self.cluster, self.roles, self.engine = cluster, roles, engine
         self.lr_scaling = lr_scaling
+        self.gpus = gpus  # the GPUs this task uses (tfdist.cluster.gpus.GpuPlan)
 
     @property
     def strategy(self):
@@ -79,9 +94,7 @@ class Runtime:
 
     def scale_lr(self, lr: float, rule: Optional[str] = None) -> float:
         """The single-replica rate `lr` scaled to the replicas in sync: ηN (linear), η√N (sqrt)."""
-        rule = rule or self.lr_scaling
-        n = max(1, self.num_replicas)
-        return {"linear": lr * n, "sqrt": lr * math.sqrt(n), "none": lr}[rule]
+        return scale_lr(lr, max(1, self.num_replicas), rule or self.lr_scaling)
 
     def dataset(self, dataset_fn):
         """What model.fit takes: dataset_fn(input_context) built once per input pipeline."""
@@ -107,20 +120,37 @@ def init(strategy: str = "auto",
          port: Optional[int] = None,
          lr_scaling: str = "linear",
          serve_and_exit: bool = True,
+         task_gpus: str = "auto",
+         gpu_memory_growth: bool = True,
          **engine_options: Any) -> Runtime:
     """Detect the cluster, build this task's roles for `strategy` and make its engine.
 
     Parameter-server and worker tasks of `parameter_server` serve until the chief finishes and then
     exit the process (status 0) when `serve_and_exit`, so one script serves every role unchanged.
     The evaluator (`evaluator=True`: the last task) returns: check `rt.is_evaluator`.
+
+    Before the engine exists, TensorFlow is made to see only this task's GPUs (`task_gpus`: auto
+    is what the strategy needs, e.g. one per task by local rank under horovod; or one, share, all,
+    none), with memory growth unless `gpu_memory_growth=False`.
     """
+    from tfdist.distribute.devices import pin_gpus
+    from tfdist.distribute.horovod_setup import launcher_local_rank
+
     require_legacy_keras()
     cluster = detect()
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
+    slot = launcher_local_rank(cluster) if roles.strategy == "horovod" else None
+    plan = pin_gpus(cluster, roles, task_gpus, gpu_memory_growth, slot=slot)
     engine = make_engine(cluster, roles, **engine_options)
-    log.info("tfdist: %s, rank %d of %d on %s, strategy %s, %s", cluster.environment, cluster.rank,
-             cluster.world_size, cluster.host, engine.name, roles.task_type or "single task")
-    runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling)
+    role = f" {roles.task_type}" if roles.task_type else ""
+    growth = ", memory growth " + ("on" if gpu_memory_growth else "off") if plan.use else ""
+    # e.g. "tfdist: slurm, rank 3 of 4 on node2 (local rank 1 of 2), strategy horovod, GPU 1 of
+    # node, memory growth on"
+    log.info("tfdist: %s, rank %d of %d on %s (local rank %d of %d), strategy %s%s, %s%s",
+             cluster.environment, cluster.rank, cluster.world_size,
+             cluster.host, cluster.local_rank, cluster.local_world_size, engine.name, role,
+             plan.summary(), growth)
+    runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling, gpus=plan)
     guard_keras3_fit(engine.name)
     _explain_uncaught_failures(engine)
     if not engine.trains and not engine.evaluates and serve_and_exit:

@@ -151,7 +151,9 @@ def test_gpus_fewer_seen_than_allocated(tmp_path):
         "task sees 2 (CUDA_VISIBLE_DEVICES='0,1', nvidia-smi -L lists 2). Check that the job "
         "script does not set CUDA_VISIBLE_DEVICES itself and that the node's driver works "
         "(nvidia-smi -L); or request what the node can give: sbatch --gpus-per-node=2 "
-        "(or --gres=gpu:2)."
+        "(or --gres=gpu:2).",
+        "ok       gpus: rank 0 (task 0 of 1 on this node) uses GPUs 0,1 of node "
+        "(CUDA_VISIBLE_DEVICES='0,1', SLURM_GPUS_ON_NODE=4)"
     ]
 
 
@@ -163,7 +165,10 @@ def test_gpus_more_seen_than_allocated(tmp_path):
                    *NO_TF,
                    path_first=fake_nvidia_smi(tmp_path / "bin", 4))
     assert r.returncode == 1
-    [line] = lines(r, "gpus")
+    line, placed = lines(r, "gpus")
+    assert placed == ("ok       gpus: rank 0 (task 0 of 2 on this node) uses GPUs 0,1 of node, "
+                      "pinned with tf.config.set_visible_devices (CUDA_VISIBLE_DEVICES unset, 4 "
+                      "GPU(s) seen on every task)")
     assert line.startswith("PROBLEM  gpus: Slurm allocated 1 GPU(s) to this node "
                            "(SLURM_GPUS_PER_NODE=a100:1), but this task sees 4 "
                            "(CUDA_VISIBLE_DEVICES unset, nvidia-smi -L lists 4).")
@@ -180,7 +185,10 @@ def test_gpus_as_requested_and_cpu_only_keep_exit_0(tmp_path):
     assert r.returncode == 0, r.stdout
     assert lines(r, "gpus") == [
         "ok       gpus: 2 GPU(s) seen, as requested (SLURM_GPUS_ON_NODE=2; "
-        "CUDA_VISIBLE_DEVICES='0,1', nvidia-smi -L lists 2)"
+        "CUDA_VISIBLE_DEVICES='0,1', nvidia-smi -L lists 2)",
+        "ok       gpus: rank 0 (task 0 of 2 on this node) uses GPU 0 of node, pinned with "
+        "tf.config.set_visible_devices (CUDA_VISIBLE_DEVICES='0,1' on every task, "
+        "SLURM_GPUS_ON_NODE=2)"
     ]
     # No GPU on a job that asked for none: a warning, not a failure.
     r = run_doctor(one_node(), "--strategy=multi_worker", f"--port={free_port()}", *NO_TF)
@@ -190,6 +198,25 @@ def test_gpus_as_requested_and_cpu_only_keep_exit_0(tmp_path):
         "TensorFlow will train on the CPU. Fine for a CPU job; for GPUs request them with "
         "sbatch --gpus-per-node=N (or --gres=gpu:N)."
     ]
+
+
+def test_two_tasks_on_one_gpu_is_a_problem_with_the_fix(tmp_path):
+    # The seed's layout with one task too many: --gres=gpu:2 --ntasks-per-node=3 under horovod.
+    env = one_node(2, ntasks=3, SLURM_LOCALID=2, SLURM_GPUS_ON_NODE=2, CUDA_VISIBLE_DEVICES="0,1")
+    r = run_doctor(env, "--strategy=horovod", *NO_TF, path_first=fake_nvidia_smi(tmp_path, 2))
+    assert r.returncode == 1
+    line = lines(r, "gpus")[-1]
+    assert line.startswith("PROBLEM  gpus: 3 tasks on this node use GPUs but they see 2 "
+                           "(CUDA_VISIBLE_DEVICES='0,1' on every task, SLURM_GPUS_ON_NODE=2): "
+                           "horovod needs a GPU per task, so tasks would share one")
+    assert "--ntasks-per-node=2" in line and "--gpus-per-task=1" in line
+    assert "(gpus)" in r.stdout.splitlines()[-1]
+    # The seed's own layout is fine: rank 1 takes GPU 1.
+    env = one_node(1, ntasks=2, SLURM_LOCALID=1, SLURM_GPUS_ON_NODE=2, CUDA_VISIBLE_DEVICES="0,1")
+    r = run_doctor(env, "--strategy=horovod", *NO_TF, path_first=fake_nvidia_smi(tmp_path, 2))
+    assert r.returncode == 0, r.stdout
+    assert lines(r, "gpus")[-1].startswith("ok       gpus: rank 1 (task 1 of 2 on this node) "
+                                           "uses GPU 1 of node")
 
 
 def test_model_dir_under_a_file(tmp_path):
@@ -342,7 +369,9 @@ TF_OK = {"tensorflow": "2.18.1", "tf_keras": "2.18.0", "tf_gpus": 0}
 
 @pytest.mark.parametrize("probe,strategy,status,text", [
     (dict(TF_OK, horovod="0.28.1", gloo=True,
-          mpi=False), "horovod", "ok", "Horovod 0.28.1 imports (gloo yes, MPI no)"),
+          mpi=False), "horovod", "ok", "Horovod 0.28.1 imports (gloo yes, MPI no, NCCL no)"),
+    (dict(TF_OK, horovod="0.28.1", gloo=True, mpi=False,
+          nccl=21602), "horovod", "ok", "Horovod 0.28.1 imports (gloo yes, MPI no, NCCL yes)"),
     (dict(TF_OK, horovod_missing=True), "horovod", "PROBLEM",
      "Horovod is not installed, but --strategy=horovod needs it. Install it with `make horovod`"),
     (dict(TF_OK, horovod_missing=True), "multi_worker", "info",

@@ -160,3 +160,44 @@ def test_env_imports_no_tensorflow():
             "print('no-tf')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip().endswith("no-tf"), r.stderr
+
+
+def test_gpus_in_json_and_shell_for_the_seed_layout():
+    # --gres=gpu:2 --ntasks-per-node=2: both tasks of node2 see both GPUs; rank 3 takes GPU 1.
+    seed = step(3,
+                "node2",
+                SLURM_LOCALID=1,
+                CUDA_VISIBLE_DEVICES="0,1",
+                SLURM_STEP_GPUS="0,1",
+                SLURM_GPUS_ON_NODE=2)
+    r = run_env(seed, "--strategy=horovod", "--port=24000", "--nocheck_port")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)["gpus"]
+    assert (plan["use"], plan["summary"], plan["mechanism"]) == ([1], "GPU 1 of node",
+                                                                 "set_visible_devices")
+    # Shell: for a program started after eval, the variable itself narrows what CUDA shows.
+    r = run_env(seed, "--strategy=horovod", "--format=shell", "--port=24000", "--nocheck_port")
+    assert "# GPUs: GPU 1 of node" in r.stdout
+    out = subprocess.run(["bash", "-c", r.stdout + '\necho "$CUDA_VISIBLE_DEVICES $TFDIST_GPUS"'],
+                         capture_output=True,
+                         text=True).stdout
+    assert out.strip().splitlines()[-1] == "1 3:1"
+    # ... and tfdist in that environment keeps it: this task's own GPU, the node's GPU 1.
+    pinned = dict(seed, CUDA_VISIBLE_DEVICES="1", TFDIST_GPUS="3:1")
+    r = run_env(pinned, "--strategy=horovod", "--port=24000", "--nocheck_port")
+    plan = json.loads(r.stdout)["gpus"]
+    assert (plan["use"], plan["summary"], plan["mechanism"]) == ([0], "GPU 1 of node", "none")
+
+
+def test_a_layout_that_shares_a_gpu_is_an_error():
+    three = step(2,
+                 "node1",
+                 nodelist="node1",
+                 ntasks=3,
+                 tpn="3",
+                 SLURM_LOCALID=2,
+                 CUDA_VISIBLE_DEVICES="0,1",
+                 SLURM_GPUS_ON_NODE=2)
+    r = run_env(three, "--strategy=horovod", "--port=24000", "--nocheck_port")
+    assert r.returncode == 2
+    assert "3 tasks on this node use GPUs but they see 2" in r.stderr

@@ -16,8 +16,9 @@ def test_flags_reach_the_train_config():
         "--lr_schedule=cosine", "--lr_decay_epochs=2", "--lr_decay_rate=0.5", "--optimizer=adam",
         "--mixed_precision=mixed_bfloat16", "--model_dir=/tmp/x", "--checkpoint_steps=7",
         "--requeue", "--notensorboard", "--seed=9", "--noshuffle", "--steps_per_epoch=11",
-        "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024", "--restart",
-        "--pipeline_option=shape=8,8,1", "--pipeline_option=num_train=64"
+        "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024", "--collective=nccl",
+        "--task_gpus=share", "--nogpu_memory_growth", "--restart", "--pipeline_option=shape=8,8,1",
+        "--pipeline_option=num_train=64"
     ]
     verbosity = absl_logging.get_verbosity()  # parsing --verbosity changes absl's logger level
     flags.FLAGS.unparse_flags()
@@ -55,8 +56,10 @@ def test_flags_reach_the_train_config():
                                   "shape": "8,8,1",
                                   "num_train": "64"
                               },
+                              task_gpus="share",
+                              gpu_memory_growth=False,
                               engine_options={
-                                  "implementation": "auto",
+                                  "collective": "nccl",
                                   "bytes_per_pack": 1024,
                                   "collective_timeout": flags.FLAGS["collective_timeout"].default
                               })

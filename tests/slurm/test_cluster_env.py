@@ -14,10 +14,10 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 N1, N2 = "tfdist-node1", "tfdist-node2"
 
 
-def run_env_job(slurm, jobdir, sbatch_args, srun_args="", env_args=""):
+def run_env_job(slurm, jobdir, sbatch_args, srun_args="", env_args="", setup=""):
     """One batch job whose srun step runs `tfdist env --format=json` (via the probe) in every task;
     returns the finished job and the task records, in rank order."""
-    script = (f"srun --kill-on-bad-exit=1 {srun_args} "
+    script = (f"{setup}srun --kill-on-bad-exit=1 {srun_args} "
               f"{PYTHON} {PROBES / 'task_env.py'} {jobdir} {env_args}\n")
     job = slurm.sbatch(script, *sbatch_args, workdir=jobdir)
     return job, job.json_files("task-*.json")
@@ -251,3 +251,30 @@ def test_plane_distribution_is_refused_with_a_clear_error(slurm, jobdir):
         # Names the value received and the Slurm option to change.
         assert "SLURM_DISTRIBUTION='plane'" in t["stderr"], t["stderr"]
         assert "not supported" in t["stderr"] and "--distribution=block" in t["stderr"]
+
+
+# The test nodes have no GPU. The batch script sets CUDA_VISIBLE_DEVICES=0,1 as Slurm does for
+# every task of a node with --gres=gpu:2; srun gives the real ranks and local ranks.
+GRES_2 = "export CUDA_VISIBLE_DEVICES=0,1\n"
+
+
+def test_gpus_of_the_seed_layout_one_per_task_by_local_rank(slurm, jobdir):
+    job, tasks = run_env_job(slurm,
+                             jobdir, ["--nodes=2", "--ntasks-per-node=2"],
+                             env_args="--strategy=horovod --nocheck_port",
+                             setup=GRES_2)
+    envs = check_tasks(job, tasks, 4)
+    assert [e["gpus"]["summary"] for e in envs] == ["GPU 0 of node", "GPU 1 of node"] * 2
+    assert {e["gpus"]["mechanism"] for e in envs} == {"set_visible_devices"}
+
+
+def test_three_tasks_on_two_gpus_fail_in_every_task(slurm, jobdir):
+    job, tasks = run_env_job(slurm,
+                             jobdir, ["--nodes=1", "--ntasks=2"],
+                             srun_args="--kill-on-bad-exit=0 --ntasks=3 --overcommit",
+                             env_args="--strategy=horovod --nocheck_port",
+                             setup=GRES_2)
+    assert job.state == "FAILED", job.describe()
+    assert [t["returncode"] for t in tasks] == [2, 2, 2]
+    for t in tasks:
+        assert "3 tasks on this node use GPUs but they see 2" in t["stderr"], t["stderr"]

@@ -53,6 +53,7 @@ def main(argv: list[str]) -> None:
                                 model_dir=_MODEL_DIR.value,
                                 skip=_skipped(_SKIP.value),
                                 tf_timeout=_TF_TIMEOUT.value,
+                                task_gpus=flags.FLAGS.task_gpus,
                                 report=lambda r: print(r.line(), flush=True) if text else None)
     failed = any(r.status == doctor.PROBLEM for r in results)
     if text:

@@ -7,6 +7,7 @@ Imports no TensorFlow, so it answers at once inside a batch script:
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 
@@ -14,7 +15,7 @@ from absl import app, flags
 
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
-from tfdist.cluster import ClusterError, check_port_free, detect
+from tfdist.cluster import ClusterError, check_port_free, detect, gpus
 from tfdist.tf_environ import tf_environ
 
 tfdist_flags.define_cluster_flags()
@@ -37,7 +38,8 @@ def describe() -> dict:
                 port=roles.port,
                 tf_config=roles.tf_config,
                 horovod=roles.horovod,
-                tf_environ=tf_environ())
+                tf_environ=tf_environ(),
+                gpus=gpus.plan_for(cluster, roles, os.environ, flags.FLAGS.task_gpus).as_dict())
 
 
 def as_shell(info: dict) -> str:
@@ -52,6 +54,11 @@ def as_shell(info: dict) -> str:
         lines.append(f"export TF_CONFIG={shlex.quote(json.dumps(info['tf_config']))}")
     for name, value in (info["horovod"] or {}).items():
         lines.append(f"export {name}={shlex.quote(value)}")
+    lines.append(f"# GPUs: {info['gpus']['summary']}")
+    value = info["gpus"]["cuda_visible_devices"]
+    if value is not None:  # for the programs started after eval; tfdist.init() then keeps it
+        lines.append(f"export {gpus.VISIBLE}={shlex.quote(value)}")
+        lines.append(f"export {gpus.PINNED}={shlex.quote(str(info['rank']) + ':' + value)}")
     return "\n".join(lines)
 
 

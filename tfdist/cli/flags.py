@@ -14,6 +14,7 @@ from __future__ import annotations
 from absl import flags
 
 from tfdist.cluster import STRATEGIES
+from tfdist.cluster.gpus import TASK_GPUS
 from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK, DEFAULT_COLLECTIVE_TIMEOUT
 from tfdist.runtime import LR_SCALING
 
@@ -39,6 +40,11 @@ def define_cluster_flags() -> None:
                          "20000-31999.",
                          lower_bound=1024,
                          upper_bound=65535)
+    flags.DEFINE_enum(
+        "task_gpus", "auto", list(TASK_GPUS),
+        "GPUs of each task. auto: what the strategy needs (horovod: one per task by local rank; "
+        "multi_worker: an equal share of the node's GPUs, all with one task per node; mirrored: "
+        "all; ps, chief and evaluator of parameter_server: none); one, share, all or none.")
 
 
 def define_flags() -> None:
@@ -54,8 +60,13 @@ def define_flags() -> None:
         "lr_scaling", "linear", list(LR_SCALING),
         "How the learning rate grows with N replicas: linear (lr*N), sqrt "
         "(lr*sqrt(N)) or none.")
-    flags.DEFINE_enum("implementation", "auto", ["auto", "ring", "nccl"],
-                      "multi_worker: collective implementation.")
+    flags.DEFINE_enum(
+        "collective", "auto", ["auto", "ring", "nccl"],
+        "multi_worker: how gradients are all-reduced. auto: NCCL when the worker trains on "
+        "GPUs, else TensorFlow's ring over gRPC (TensorFlow's own AUTO means the ring).")
+    flags.DEFINE_bool(
+        "gpu_memory_growth", True, "Let TensorFlow allocate GPU memory as needed "
+        "instead of nearly all of it at start.")
     flags.DEFINE_integer("bytes_per_pack",
                          DEFAULT_BYTES_PER_PACK, "multi_worker: pack gradients into chunks of this "
                          "many bytes per all-reduce (0: TensorFlow's one pack, slower on CPU).",
@@ -88,7 +99,7 @@ def define_flags() -> None:
                 "compression": "none",
                 "backward_passes_per_step": 1,
                 "cpu_devices": 0,
-                "implementation": "auto",
+                "collective": "auto",
                 "bytes_per_pack": DEFAULT_BYTES_PER_PACK
             }
             return all(values[n] == default[n] for n in names)
@@ -102,7 +113,7 @@ def define_flags() -> None:
     only_with(("parameter_server", "auto"), ["num_ps", "evaluator"])
     only_with(("horovod", ), ["compression", "backward_passes_per_step"])
     only_with(("mirrored", ), ["cpu_devices"])
-    only_with(("multi_worker", "auto"), ["implementation", "bytes_per_pack"])
+    only_with(("multi_worker", "auto"), ["collective", "bytes_per_pack"])
 
 
 def roles_from_flags(cluster):
@@ -119,7 +130,7 @@ def roles_from_flags(cluster):
 def engine_options_from_flags() -> dict:
     """The engine options of the chosen strategy, from the parsed flags."""
     multi_worker = {
-        "implementation": FLAGS.implementation,
+        "collective": FLAGS.collective,
         "bytes_per_pack": FLAGS.bytes_per_pack,
         "collective_timeout": FLAGS.collective_timeout
     }
@@ -145,6 +156,8 @@ def init_from_flags(**overrides):
                   evaluator=FLAGS.evaluator,
                   port=FLAGS.port,
                   lr_scaling=FLAGS.lr_scaling,
+                  task_gpus=FLAGS.task_gpus,
+                  gpu_memory_growth=FLAGS.gpu_memory_growth,
                   **engine_options_from_flags())
     kwargs.update(overrides)
     return init(**kwargs)

@@ -98,12 +98,13 @@ def main(argv: list[str]) -> None:
     import tfdist  # noqa: F401  (selects tf-keras before TensorFlow loads)
     from tfdist.cluster import ClusterError
     from tfdist.distribute import LostTaskError
+    from tfdist.distribute.devices import DeviceSetupError
     from tfdist.keras_check import KerasVersionError
     from tfdist.train.fit import Preempted, train
 
     try:
         metrics = train(config_from_flags())
-    except (ClusterError, KerasVersionError, ValueError) as e:
+    except (ClusterError, DeviceSetupError, KerasVersionError, ValueError) as e:
         print(f"tfdist train: error: {e}", file=sys.stderr)
         sys.exit(2)
     except Preempted as e:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Optional
 
+from tfdist.cluster import gpus
 from tfdist.cluster.base import Cluster, ClusterEnv
 from tfdist.cluster.errors import ClusterError
 from tfdist.cluster.local import LocalLaunchEnv, single_process
@@ -30,5 +31,5 @@ def detect(environ: Optional[Mapping[str, str]] = None) -> Cluster:
 
 __all__ = [
     "Cluster", "ClusterEnv", "ClusterError", "ENVIRONMENTS", "Roles", "STRATEGIES", "build_roles",
-    "check_port_free", "detect"
+    "check_port_free", "detect", "gpus"
 ]

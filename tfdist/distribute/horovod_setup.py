@@ -107,6 +107,20 @@ def horovodrun_environment(environ: Optional[Mapping[str, str]] = None,
     return gloo or mpi
 
 
+def launcher_local_rank(cluster: Cluster,
+                        environ: Optional[Mapping[str, str]] = None) -> Optional[tuple[int, int]]:
+    """(local rank, local size) that horovodrun or mpirun gave this process, which then pick its
+    GPU; None when tfdist sets Horovod up itself (the cluster's local rank applies)."""
+    environ = os.environ if environ is None else environ
+    if not horovodrun_environment(environ, cluster):
+        return None
+    for rank, size in (("HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
+                       ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")):
+        if environ.get(rank, "").isdigit() and environ.get(size, "").isdigit():
+            return int(environ[rank]), int(environ[size])
+    return None
+
+
 def host_alloc_plan(cluster: Cluster) -> list:
     """Horovod's SlotInfo of every rank, as horovodrun's `get_host_assignments` would make them:
     the rendezvous server learns from it how many tasks each global, local and cross ring has."""

@@ -20,11 +20,25 @@ from tfdist.distribute.engine import Engine, LateInitError
 
 log = logging.getLogger("tfdist")
 
+# TensorFlow's own AUTO runs RingReduce on GPUs too: its collective resolver picks NcclReduce only
+# for the "nccl" hint or the experimental collective_nccl option (collective_param_resolver_local).
 _IMPLEMENTATIONS = {
-    "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
     "ring": tf.distribute.experimental.CommunicationImplementation.RING,
     "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
 }
+COLLECTIVES = ("auto", "ring", "nccl")
+
+
+def collective_for(requested: str, uses_gpus: bool) -> str:
+    """--collective: auto is NCCL for a worker that trains on GPUs, else the gRPC ring. Every
+    worker decides alone; under one Slurm GPU request all workers have GPUs alike (a job mixing
+    GPU and CPU workers fails in TensorFlow anyway: a collective group has one device type)."""
+    if requested not in COLLECTIVES:
+        raise ValueError(f"collective={requested!r}: expected one of {', '.join(COLLECTIVES)} "
+                         "(--collective).")
+    if requested == "auto":
+        return "nccl" if uses_gpus else "ring"
+    return requested
 
 
 class DefaultEngine(Engine):
@@ -117,20 +131,21 @@ class MultiWorkerEngine(_ClusterEngine):
     def __init__(self,
                  cluster,
                  roles,
-                 implementation: str = "auto",
+                 collective: str = "auto",
                  bytes_per_pack: int = DEFAULT_BYTES_PER_PACK,
                  collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT,
                  **options):
         super().__init__(cluster, roles, **options)
-        if implementation not in _IMPLEMENTATIONS:
-            raise ValueError(f"implementation={implementation!r}: expected one of "
-                             f"{', '.join(_IMPLEMENTATIONS)}.")
+        # The GPUs left visible by tfdist.distribute.devices are the ones this worker trains on.
+        self.collective = collective_for(collective, bool(tf.config.get_visible_devices("GPU")))
+        log.info("multi_worker: gradients all-reduced with %s (--collective=%s)",
+                 self.collective.upper(), collective)
         _export_tf_config(roles)
         check_port_free(roles.port, cluster.host, cluster.rank)
         comm = tf.distribute.experimental.CommunicationOptions(
             bytes_per_pack=bytes_per_pack,
             timeout_seconds=collective_timeout or None,
-            implementation=_IMPLEMENTATIONS[implementation])
+            implementation=_IMPLEMENTATIONS[self.collective])
         try:
             self.strategy = tf.distribute.MultiWorkerMirroredStrategy(
                 cluster_resolver=_resolver(roles), communication_options=comm)
@@ -267,7 +282,7 @@ def _logical_cpus(n: int) -> list[str]:
 
 
 def single_task_engine(cluster, roles, **options: Any) -> Engine:
-    """auto in one task: all GPUs when there are several, else the default strategy."""
-    if len(tf.config.list_physical_devices("GPU")) > 1:
+    """auto in one task: all its GPUs when there are several, else the default strategy."""
+    if len(tf.config.get_visible_devices("GPU")) > 1:
         return MirroredEngine(cluster, roles, **options)
     return DefaultEngine(cluster, roles, **options)

@@ -47,6 +47,8 @@ class TrainConfig:
     lr_decay_rate: float = 0.1
     optimizer: str = "sgd"
     mixed_precision: str = "float32"
+    task_gpus: str = "auto"  # which GPUs each task uses (tfdist.cluster.gpus)
+    gpu_memory_growth: bool = True
     model_dir: Optional[str] = None
     checkpoint_steps: int = 0  # 0: checkpoint at each epoch end only
     requeue: bool = False  # on preemption under Slurm, `scontrol requeue` the job (rank 0)
@@ -87,6 +89,8 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
                      evaluator=cfg.evaluator,
                      port=cfg.port,
                      lr_scaling=cfg.lr_scaling,
+                     task_gpus=cfg.task_gpus,
+                     gpu_memory_growth=cfg.gpu_memory_growth,
                      **cfg.engine_options)
     try:
         return _evaluate(rt, cfg) if rt.is_evaluator else _train(rt, cfg, preemption)
@@ -290,6 +294,7 @@ def _train(rt: Runtime, cfg: TrainConfig, preemption) -> dict[str, Any]:
         "loss_scale": _loss_scale(model.optimizer),
         "epochs": cfg.epochs,
         "steps_per_epoch": steps,
+        "train_samples": info["num_train"],  # one pass over the split (tfdist scale: time/epoch)
         "resumed_from": list(saver.resumed_from) if saver and saver.resumed_from else None,
         "model": cfg.model,
         "pipeline": cfg.pipeline,
