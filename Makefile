@@ -12,7 +12,7 @@ HOROVOD_STAMP := $(VENV)/.horovod-installed
 BENCH_STAMP := $(VENV)/.bench-installed
 SRC    := tfdist pipelines tests bench jobs
 
-.PHONY: help install test test-fast test-newest lint format clean
+.PHONY: help install test test-fast test-newest test-range lint format clean
 .PHONY: slurm-up slurm-down
 .PHONY: horovod demo
 .PHONY: bench
@@ -23,6 +23,7 @@ help:
 	@echo "make test       lint + the whole test suite (what CI runs)"
 	@echo "make test-fast  lint + tests not marked slow"
 	@echo "make test-newest  the suite but Horovod on the newest TensorFlow (.venv-newest)"
+	@echo "make test-range   TensorFlow 2.16, 2.17, 2.19, 2.20: kept by pip, 2 workers train"
 	@echo "make format     reformat the sources in place (yapf)"
 	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
 	@echo "make bench      benchmarks: tfdist vs hand-written TF/Horovod vs the machine (bench/results/)"
@@ -30,6 +31,7 @@ help:
 
 # Re-install only when the package metadata changes, so a second `make test` starts at once.
 $(STAMP): setup.cfg pyproject.toml $(CONSTRAINTS)
+	@test -x $(BIN)/python || PYTHON=$(PYTHON) bash tools/check_prereqs.sh install
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[test]'
@@ -37,6 +39,7 @@ $(STAMP): setup.cfg pyproject.toml $(CONSTRAINTS)
 
 # The newest TensorFlow and tf-keras that setup.cfg accepts, in a venv of its own (no Horovod).
 $(NEWEST_STAMP): setup.cfg pyproject.toml tools/constraints/newest.txt
+	@test -x $(NEWEST)/bin/python || PYTHON=$(PYTHON) bash tools/check_prereqs.sh install
 	test -x $(NEWEST)/bin/python || $(PYTHON) -m venv $(NEWEST)
 	$(NEWEST)/bin/python -m pip install --quiet --upgrade pip
 	$(NEWEST)/bin/python -m pip install --quiet -c tools/constraints/newest.txt -e '.[test]'
@@ -52,14 +55,14 @@ $(HOROVOD_STAMP): $(STAMP) tools/build_horovod_wheel.sh $(wildcard tools/horovod
 
 horovod: $(HOROVOD_STAMP)
 
-# The main job: 2 local workers under MultiWorkerMirroredStrategy on scikit-learn's digits, from
-# scratch each time (DEMO_DIR is removed first).
+# The main job: 2 local workers under MultiWorkerMirroredStrategy on scikit-learn's digits.
+# Run again, it reports the finished run; `make demo DEMO_ARGS=--restart` trains anew.
 DEMO_DIR ?= runs/demo
+DEMO_ARGS ?=
 demo: $(STAMP)
-	@rm -rf $(DEMO_DIR)
-	@echo "tfdist launch -n 2 -- tfdist train --strategy=multi_worker --model_dir=$(DEMO_DIR)"
+	@echo "tfdist launch -n 2 -- tfdist train --strategy=multi_worker $(strip --model_dir=$(DEMO_DIR) $(DEMO_ARGS))"
 	@PATH="$(CURDIR)/$(BIN):$$PATH" tfdist launch -n 2 -- \
-	  tfdist train --strategy=multi_worker --model_dir=$(DEMO_DIR)
+	  tfdist train --strategy=multi_worker --model_dir=$(DEMO_DIR) $(DEMO_ARGS)
 	@$(BIN)/python -c 'import json; m = json.load(open("$(DEMO_DIR)/metrics.json")); \
 	  print("demo: {strategy} with {world_size} workers: test accuracy {acc:.4f}, " \
 	        "{samples_per_sec:.0f} samples/s ($(DEMO_DIR)/metrics.json)" \
@@ -84,6 +87,12 @@ test-newest: $(NEWEST_STAMP)
 	VIRTUAL_ENV=$(CURDIR)/$(NEWEST) PATH="$(CURDIR)/$(NEWEST)/bin:$$PATH" \
 	  $(NEWEST)/bin/python -m pytest -m "not horovod"
 
+# The other TensorFlow versions setup.cfg accepts: a venv each (.venv-range/), the check of
+# tools/check_tf_range.sh (TensorFlow kept by `pip install -e .`, tf-keras selected, 2 workers
+# train a user's Keras script).
+test-range:
+	PYTHON=$(PYTHON) bash tools/check_tf_range.sh
+
 # Benchmarks (bench/, not tests): JSON + PNG per benchmark in bench/results/, a summary table at
 # the end. Needs Horovod and the `bench` extra (matplotlib); about 20 minutes on 2 cores.
 $(BENCH_STAMP): $(STAMP)
@@ -101,4 +110,4 @@ slurm-down:
 	tools/slurm/cluster.sh down
 
 clean:
-	rm -rf $(VENV) $(NEWEST) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(NEWEST) .venv-range build *.egg-info .pytest_cache

@@ -3,9 +3,13 @@ image_folder, hdf5, tfds, synthetic. Copy pipelines/digits.py to write your own.
 
 `load_pipeline(NAME or path.py)` finds one: a bundled name (`digits`) or a path to a user's .py
 file. A recipe is a module with two functions (see pipelines/digits.py):
-  info(data_dir=None) -> {"input_shape", "num_classes", "num_train", "num_test"}
+  info(data_dir=None, **options) -> {"input_shape", "num_classes", "num_train", "num_test"}
   dataset(split, input_context, batch_size, *, seed=0, shuffle=True, epoch=0, repeat=False,
           drop_remainder=True, data_dir=None, **options) -> tf.data.Dataset of per-replica batches
+
+Its options are the other keyword parameters of the two functions (and, when dataset() passes
+**options on to build_dataset, build_dataset's): `--pipeline_option=key=value` gives them from
+the command line, checked against those signatures and converted to the default's type.
 (The loader lives here, beside the recipes, not in tfdist.data: the recipes are built on
 tfdist.data, which knows nothing of them.)
 """
@@ -14,13 +18,19 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import pkgutil
 from types import ModuleType
+from typing import Any, Iterable
 
 from tfdist.data import DataError
 
 _REQUIRED = ("info", "dataset")
+# What tfdist itself passes to every recipe: not options.
+_STANDARD = ("split", "input_context", "batch_size", "seed", "shuffle", "epoch", "repeat",
+             "drop_remainder", "data_dir", "map_fn")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 def bundled_pipelines() -> list[str]:
@@ -53,3 +63,70 @@ def _load_file(path: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def parse_option_pairs(pairs: Iterable[str]) -> dict[str, str]:
+    """["key=value", ...] (repeated --pipeline_option) -> {key: value}, values still strings."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise DataError(f"--pipeline_option={pair!r}: expected key=value, e.g. "
+                            "--pipeline_option=name=mnist (repeat the flag for several).")
+        options[key.strip()] = value
+    return options
+
+
+def recipe_options(module: ModuleType) -> dict[str, inspect.Parameter]:
+    """The options a recipe takes: keyword parameters of dataset() and info() that tfdist does
+    not set itself, plus build_dataset's when dataset() passes **options on to it."""
+    from tfdist.data.build import build_dataset
+
+    found: dict[str, inspect.Parameter] = {}
+    forwards = False
+    for fn in (module.dataset, module.info):
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind is p.VAR_KEYWORD:
+                forwards = forwards or fn is module.dataset
+            elif p.kind is not p.VAR_POSITIONAL and p.name not in _STANDARD:
+                found.setdefault(p.name, p)
+    if forwards:
+        for p in inspect.signature(build_dataset).parameters.values():
+            if p.kind is p.KEYWORD_ONLY and p.name not in _STANDARD:
+                found.setdefault(p.name, p)
+    return found
+
+
+def check_options(module: ModuleType, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Options named by the recipe's signature, string values converted to the type of the
+    parameter (its default's, else its annotation's); a DataError names anything else."""
+    known = recipe_options(module)
+    checked = {}
+    for key, value in options.items():
+        if key not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise DataError(f"--pipeline_option={key}={value}: the {name!r} pipeline has no "
+                            f"option {key!r}. Its options: {listed} ({module.__file__}).")
+        checked[key] = _convert(known[key], value, key) if isinstance(value, str) else value
+    return checked
+
+
+def _convert(param: inspect.Parameter, value: str, key: str) -> Any:
+    default = param.default
+    if default is not param.empty and default is not None:
+        kind = type(default)
+    else:  # e.g. `num_classes: int | None = None` (annotations are strings here)
+        text = str(param.annotation)
+        kind = next((t for t in (bool, int, float) if t.__name__ in text), str)
+    try:
+        if kind is bool:
+            if value.lower() not in _TRUE + _FALSE:
+                raise ValueError(value)
+            return value.lower() in _TRUE
+        if kind in (int, float):
+            return kind(value)
+    except ValueError:
+        raise DataError(f"--pipeline_option={key}={value}: {key} takes a {kind.__name__}" +
+                        ("" if default is param.empty else f" (default {default!r})") +
+                        ".") from None
+    return value

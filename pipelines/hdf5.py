@@ -29,24 +29,31 @@ def source(split: str,
            data_dir: str | None = None,
            x: str = "x",
            y: str = "y",
-           **options) -> HDF5Source:
+           train_files: str | None = None,
+           test_files: str | None = None) -> HDF5Source:
     if split not in ("train", "test"):
         raise DataError(f"hdf5 has splits 'train' and 'test'; received split={split!r}.")
     if data_dir and os.path.exists(os.path.join(data_dir, MANIFEST)):
         return HDF5Source.from_folder(data_dir, split, [x, y])
-    pattern = options.get(f"{split}_files")
+    pattern = train_files if split == "train" else test_files
     if not pattern:
         raise DataError(f"hdf5 needs data_dir=FOLDER written by `tfdist convert --format=hdf5` "
                         f"or {split}_files=GLOB naming HDF5 files with datasets {x!r} and "
-                        f"{y!r}; received data_dir={data_dir!r}.")
+                        f"{y!r} (command line: --pipeline_option={split}_files=GLOB); received "
+                        f"data_dir={data_dir!r}.")
     return HDF5Source(_files(pattern), [x, y])
 
 
-def info(data_dir: str | None = None, **options) -> dict:
-    train = source("train", data_dir, **options)
-    test = source("test", data_dir, **options)
-    x, y = options.get("x", "x"), options.get("y", "y")
-    num_classes = options.get("num_classes")
+def info(data_dir: str | None = None,
+         *,
+         x: str = "x",
+         y: str = "y",
+         train_files: str | None = None,
+         test_files: str | None = None,
+         num_classes: int | None = None,
+         **options) -> dict:
+    train = source("train", data_dir, x, y, train_files, test_files)
+    test = source("test", data_dir, x, y, train_files, test_files)
     if num_classes is None:
         num_classes = 1 + max(int(np.max(chunk)) for chunk in _labels(train, y))
     return {
@@ -78,12 +85,11 @@ def dataset(split: str,
             data_dir: str | None = None,
             x: str = "x",
             y: str = "y",
+            train_files: str | None = None,
+            test_files: str | None = None,
+            num_classes: int | None = None,
             **options) -> tf.data.Dataset:
-    src = source(split, data_dir, x, y, **options)
-    rest = {
-        k: v
-        for k, v in options.items() if k not in ("train_files", "test_files", "num_classes")
-    }
+    src = source(split, data_dir, x, y, train_files, test_files)
 
     def features_labels(sample, _):
         features = sample[x]
@@ -100,4 +106,4 @@ def dataset(split: str,
                          epoch=epoch,
                          repeat=repeat,
                          drop_remainder=drop_remainder,
-                         **rest)
+                         **options)

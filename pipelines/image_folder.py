@@ -23,7 +23,6 @@ from tfdist.data.paths import cache_dir
 from tfdist.data.writers import fingerprint
 
 IMAGE_SIZE = 64
-_PACK_OPTIONS = ("num_shards", "test_fraction")
 
 
 def packed_dir(data_dir: str | None = None, source: str | None = None, **pack_options) -> str:
@@ -31,7 +30,8 @@ def packed_dir(data_dir: str | None = None, source: str | None = None, **pack_op
         return data_dir
     if not source:
         raise DataError("image_folder needs source=IMAGE_FOLDER (one sub-folder of images per "
-                        "class) or data_dir=FOLDER written by `tfdist convert`; received "
+                        "class; command line: --pipeline_option=source=IMAGE_FOLDER) or "
+                        f"data_dir=FOLDER written by `tfdist convert`; received "
                         f"data_dir={data_dir!r}.")
     folder = os.path.join(cache_dir(data_dir),
                           f"image_folder-{fingerprint(os.path.abspath(source))}")
@@ -39,12 +39,16 @@ def packed_dir(data_dir: str | None = None, source: str | None = None, **pack_op
     return folder
 
 
-def info(data_dir: str | None = None, **options) -> dict:
-    folder = packed_dir(data_dir, options.get("source"),
-                        **{k: options[k]
-                           for k in _PACK_OPTIONS if k in options})
+def info(data_dir: str | None = None,
+         *,
+         source: str | None = None,
+         image_size: int = IMAGE_SIZE,
+         num_shards: int = 8,
+         test_fraction: float = 0.2,
+         **options) -> dict:
+    folder = packed_dir(data_dir, source, num_shards=num_shards, test_fraction=test_fraction)
     manifest = read_manifest(folder)
-    size = int(options.get("image_size", IMAGE_SIZE))
+    size = int(image_size)
     return {
         "input_shape": (size, size, 3),
         "num_classes": len(manifest["meta"]["classes"]),
@@ -78,11 +82,12 @@ def dataset(split: str,
             source: str | None = None,
             image_size: int = IMAGE_SIZE,
             augment: bool | None = None,
+            num_shards: int = 8,
+            test_fraction: float = 0.2,
             **options) -> tf.data.Dataset:
     if split not in ("train", "test"):
         raise DataError(f"image_folder has splits 'train' and 'test'; received split={split!r}.")
-    pack = {k: options.pop(k) for k in _PACK_OPTIONS if k in options}
-    folder = packed_dir(data_dir, source, **pack)
+    folder = packed_dir(data_dir, source, num_shards=num_shards, test_fraction=test_fraction)
     augment = split == "train" if augment is None else augment
     size = int(image_size)
     return build_dataset(TFRecordSource.from_folder(folder, split),

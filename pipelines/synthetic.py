@@ -10,26 +10,31 @@ import tensorflow as tf
 
 from tfdist.data import DataError, SyntheticSource, build_dataset
 
-DEFAULTS = {"shape": (32, 32, 3), "num_classes": 10, "num_train": 4096, "num_test": 1024}
 
-
-def _settings(options: dict) -> dict:
-    settings = dict(DEFAULTS)
-    settings.update({k: v for k, v in options.items() if k in DEFAULTS})
-    shape = settings["shape"]
+def _settings(shape, num_classes, num_train, num_test) -> dict:
     if isinstance(shape, str):  # from a command line: "32,32,3"
         shape = [int(s) for s in shape.split(",") if s]
-    settings["shape"] = tuple(int(s) for s in shape)
-    return settings
+    return {
+        "shape": tuple(int(s) for s in shape),
+        "num_classes": int(num_classes),
+        "num_train": int(num_train),
+        "num_test": int(num_test)
+    }
 
 
-def info(data_dir: str | None = None, **options) -> dict:
-    s = _settings(options)
+def info(data_dir: str | None = None,
+         *,
+         shape: str | tuple = "32,32,3",
+         num_classes: int = 10,
+         num_train: int = 4096,
+         num_test: int = 1024,
+         **options) -> dict:
+    s = _settings(shape, num_classes, num_train, num_test)
     return {
         "input_shape": s["shape"],
-        "num_classes": int(s["num_classes"]),
-        "num_train": int(s["num_train"]),
-        "num_test": int(s["num_test"])
+        "num_classes": s["num_classes"],
+        "num_train": s["num_train"],
+        "num_test": s["num_test"]
     }
 
 
@@ -43,15 +48,18 @@ def dataset(split: str,
             repeat: bool = False,
             drop_remainder: bool = True,
             data_dir: str | None = None,
+            shape: str | tuple = "32,32,3",
+            num_classes: int = 10,
+            num_train: int = 4096,
+            num_test: int = 1024,
             **options) -> tf.data.Dataset:
     if split not in ("train", "test"):
         raise DataError(f"synthetic has splits 'train' and 'test'; received split={split!r}.")
-    s = _settings(options)
-    rest = {k: v for k, v in options.items() if k not in DEFAULTS}
+    s = _settings(shape, num_classes, num_train, num_test)
     # Test samples come from another seed, so they differ from the training samples.
-    source = SyntheticSource(int(s[f"num_{split}"]),
+    source = SyntheticSource(s[f"num_{split}"],
                              s["shape"],
-                             int(s["num_classes"]),
+                             s["num_classes"],
                              seed=seed * 2 + (split == "test"))
     return build_dataset(source,
                          input_context,
@@ -62,4 +70,4 @@ def dataset(split: str,
                          epoch=epoch,
                          repeat=repeat,
                          drop_remainder=drop_remainder,
-                         **rest)
+                         **options)

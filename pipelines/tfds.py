@@ -2,7 +2,8 @@
 it with `tfds build NAME --data_dir=DIR` where there is internet).
 
 Options: name (required), train_split ("train"), test_split ("test"), image_key ("image"),
-label_key ("label"). uint8 images are scaled to [0, 1].
+label_key ("label"), and those of build_dataset. uint8 images are scaled to [0, 1]. From the
+command line: --pipeline=tfds --pipeline_option=name=mnist --data_dir=DIR.
 """
 
 from __future__ import annotations
@@ -12,27 +13,33 @@ import tensorflow as tf
 from tfdist.data import DataError, TFDSSource, build_dataset
 
 
-def _source(split: str, data_dir: str | None, options: dict) -> TFDSSource:
+def _source(split: str, data_dir: str | None, name: str | None, train_split: str,
+            test_split: str) -> TFDSSource:
     if split not in ("train", "test"):
         raise DataError(f"tfds has splits 'train' and 'test'; received split={split!r}.")
-    name = options.get("name")
     if not name:
-        raise DataError("the tfds pipeline needs name=DATASET (a TFDS name, e.g. mnist) and "
-                        "data_dir=DIR where it is prepared.")
-    return TFDSSource(name, options.get(f"{split}_split", split), data_dir)
+        raise DataError("the tfds pipeline needs name=DATASET, a TFDS name prepared in data_dir "
+                        "(command line: --pipeline_option=name=mnist --data_dir=DIR).")
+    return TFDSSource(name, train_split if split == "train" else test_split, data_dir)
 
 
-def info(data_dir: str | None = None, **options) -> dict:
-    train = _source("train", data_dir, options)
+def info(data_dir: str | None = None,
+         *,
+         name: str | None = None,
+         train_split: str = "train",
+         test_split: str = "test",
+         image_key: str = "image",
+         label_key: str = "label",
+         **options) -> dict:
+    train = _source("train", data_dir, name, train_split, test_split)
     features = train.builder.info.features
-    image, label = features[options.get("image_key",
-                                        "image")], features[options.get("label_key", "label")]
+    image, label = features[image_key], features[label_key]
     splits = train.builder.info.splits
     return {
         "input_shape": tuple(image.shape),
         "num_classes": int(label.num_classes),
-        "num_train": splits[options.get("train_split", "train")].num_examples,
-        "num_test": splits[options.get("test_split", "test")].num_examples
+        "num_train": splits[train_split].num_examples,
+        "num_test": splits[test_split].num_examples
     }
 
 
@@ -46,14 +53,13 @@ def dataset(split: str,
             repeat: bool = False,
             drop_remainder: bool = True,
             data_dir: str | None = None,
+            name: str | None = None,
+            train_split: str = "train",
+            test_split: str = "test",
+            image_key: str = "image",
+            label_key: str = "label",
             **options) -> tf.data.Dataset:
-    src = _source(split, data_dir, options)
-    image_key, label_key = options.get("image_key", "image"), options.get("label_key", "label")
-    rest = {
-        k: v
-        for k, v in options.items()
-        if k not in ("name", "train_split", "test_split", "image_key", "label_key")
-    }
+    src = _source(split, data_dir, name, train_split, test_split)
 
     def features_labels(sample, _):
         image = sample[image_key]
@@ -70,4 +76,4 @@ def dataset(split: str,
                          epoch=epoch,
                          repeat=repeat,
                          drop_remainder=drop_remainder,
-                         **rest)
+                         **options)

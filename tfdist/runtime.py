@@ -31,6 +31,14 @@ log = logging.getLogger("tfdist")
 LR_SCALING = ("linear", "sqrt", "none")
 
 
+def scale_lr(lr: float, replicas: float, rule: str = "linear") -> float:
+    """The single-replica rate `lr` for `replicas` times its batch: ηN (linear), η√N (sqrt)."""
+    if rule not in LR_SCALING:
+        raise ValueError(f"lr_scaling={rule!r}: expected one of {', '.join(LR_SCALING)} "
+                         "(--lr_scaling).")
+    return {"linear": lr * replicas, "sqrt": lr * math.sqrt(replicas), "none": lr}[rule]
+
+
 class Runtime:
     """This task's engine, with the questions training code asks of it."""
 
@@ -90,9 +98,7 @@ class Runtime:
 
     def scale_lr(self, lr: float, rule: Optional[str] = None) -> float:
         """The single-replica rate `lr` scaled to the replicas in sync: ηN (linear), η√N (sqrt)."""
-        rule = rule or self.lr_scaling
-        n = max(1, self.num_replicas)
-        return {"linear": lr * n, "sqrt": lr * math.sqrt(n), "none": lr}[rule]
+        return scale_lr(lr, max(1, self.num_replicas), rule or self.lr_scaling)
 
     def dataset(self, dataset_fn, skip_steps: int = 0):
         """What model.fit takes: dataset_fn(input_context) built once per input pipeline, less

@@ -96,12 +96,8 @@ WHEEL=$(find_wheel || true)
 if [[ -n "$WHEEL" && $FORCE == 0 ]]; then
     log "cached wheel: $WHEEL"
 else
-    for tool in cmake g++ make; do
-        if ! command -v "$tool" >/dev/null; then
-            log "building Horovod needs '$tool' (Debian: apt-get install cmake g++ make)."
-            exit 1
-        fi
-    done
+    # Everything the build needs, said at once with the apt-get line that adds it.
+    PYTHON=$PYTHON bash "$(dirname "$0")/check_prereqs.sh" horovod || exit 1
     # --no-build-isolation builds with this interpreter's setuptools (Python >= 3.12 venvs have none).
     if ! "$PYTHON" -c 'import setuptools, wheel' 2>/dev/null; then
         "$PYTHON" -m pip install --quiet setuptools wheel

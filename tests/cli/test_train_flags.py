@@ -17,7 +17,8 @@ def test_flags_reach_the_train_config():
         "--mixed_precision=mixed_bfloat16", "--model_dir=/tmp/x", "--checkpoint_steps=7",
         "--requeue", "--notensorboard", "--seed=9", "--noshuffle", "--steps_per_epoch=11",
         "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024", "--collective=nccl",
-        "--task_gpus=share", "--nogpu_memory_growth"
+        "--task_gpus=share", "--nogpu_memory_growth", "--restart", "--pipeline_option=shape=8,8,1",
+        "--pipeline_option=num_train=64"
     ]
     verbosity = absl_logging.get_verbosity()  # parsing --verbosity changes absl's logger level
     flags.FLAGS.unparse_flags()
@@ -45,11 +46,16 @@ def test_flags_reach_the_train_config():
                               model_dir="/tmp/x",
                               checkpoint_steps=7,
                               requeue=True,
+                              restart=True,
                               tensorboard=False,
                               seed=9,
                               shuffle=False,
                               steps_per_epoch=11,
                               data_dir="/tmp/d",
+                              pipeline_options={
+                                  "shape": "8,8,1",
+                                  "num_train": "64"
+                              },
                               task_gpus="share",
                               gpu_memory_growth=False,
                               engine_options={
@@ -57,6 +63,9 @@ def test_flags_reach_the_train_config():
                                   "bytes_per_pack": 1024,
                                   "collective_timeout": flags.FLAGS["collective_timeout"].default
                               })
-    # Every field but these two is a flag of the same name.
-    names = {f.name for f in dataclasses.fields(TrainConfig)} - {"engine_options", "verbose"}
-    assert names <= set(flags.FLAGS)
+    # Every field but these three is a flag of the same name (pipeline_options: the repeated
+    # --pipeline_option).
+    names = {f.name
+             for f in dataclasses.fields(TrainConfig)
+             } - {"engine_options", "verbose", "pipeline_options"}
+    assert names | {"pipeline_option"} <= set(flags.FLAGS)

@@ -29,6 +29,19 @@ def write_ids(folder: str, n: int, shards: int, format: str = "tfrecord") -> str
     return folder
 
 
+def write_image_folder(root, per_class: int = 20, size: int = 12) -> str:
+    """root/a and root/b: dark and bright images (JPEG and PNG), a class learnt at once."""
+    for label, value in (("a", 40), ("b", 210)):
+        os.makedirs(os.path.join(root, label), exist_ok=True)
+        for i in range(per_class):
+            pixels = tf.fill([size, size, 3], tf.constant(value + (i % 5) * 3, tf.uint8))
+            png = i % 2 == 0
+            encoded = tf.io.encode_png(pixels) if png else tf.io.encode_jpeg(pixels)
+            with open(os.path.join(root, label, f"{i}.{'png' if png else 'jpg'}"), "wb") as f:
+                f.write(encoded.numpy())
+    return str(root)
+
+
 def write_uneven_hdf5(folder: str, sizes: list[int]) -> list[str]:
     """HDF5 files of the given row counts (ids continue from file to file)."""
     import h5py

@@ -15,6 +15,9 @@ pytestmark = pytest.mark.slow
         ("multi_worker", 2, [], 2),
         pytest.param("horovod", 2, [], 2, marks=requires_horovod),
         ("mirrored", 1, ["--cpu_devices=2"], 2),
+        # One process, one device (no GPU here: the CPU; variables on it too).
+        ("central_storage", 1, [], 1),
+        ("one_device", 1, [], 1),
         # Asynchronous, stale updates: three times the epochs, and Adam, which tolerates staleness
         # better than SGD with momentum (SGD: 0.95-0.99 from run to run; Adam: 0.978-0.983).
         ("parameter_server", 4, ["--epochs=30", "--optimizer=adam", "--lr=0.001"], 1),

@@ -84,6 +84,12 @@ def test_hdf5(tmp_path):
         int(v) for _, b in module.dataset("test", CTX, 3, drop_remainder=False, **files) for v in b
     ]
     assert ys == [i % 5 for i in range(10)]
+    # Endless (as `tfdist train` reads it): chunks of rows span epochs and repeat rows.
+    endless = module.dataset("train", CTX, 6, repeat=True, seed=1, **files).take(3 * 30 // 6)
+    labels = np.concatenate([b.numpy() for _, b in endless]).reshape(3, 30)
+    for epoch in labels:
+        assert sorted(epoch) == sorted(i % 5 for i in range(30))
+    assert not np.array_equal(labels[0], labels[1])  # each epoch its own order
 
 
 def test_tfds(tmp_path):

@@ -6,7 +6,8 @@ unless it was started by hand (`make slurm-up`), TFDIST_SLURM_KEEP=1 is set, or 
 session on this machine still uses it (each session holds a shared lock on USERS_LOCK; the last
 one out stops the cluster). Other test folders may import `slurm` and `jobdir` from here.
 Where the machine cannot make network namespaces (or we are not root) the tests are skipped, and
-the reason is printed in the summary (`-ra`).
+the reason is said loudly: a banner when the first one is skipped and another at the end of the
+run, besides the `-ra` summary.
 """
 
 from __future__ import annotations
@@ -150,14 +151,39 @@ def _cluster_sh(command: str, timeout: float = 900) -> subprocess.CompletedProce
                           env=env)
 
 
+SKIPPED = "real-Slurm tests need network namespaces: "
+_skip_reason: list[str] = []
+
+
+def _banner(terminal, title: str, reason: str) -> None:
+    terminal.write_line("")
+    terminal.write_sep("!", title, red=True, bold=True)
+    terminal.write_line(f"why: {reason}", red=True, bold=True)
+    terminal.write_line("They need root and Linux network namespaces (`tools/slurm/cluster.sh "
+                        "check` says what is missing): the batch-job, requeue and multi-node tests "
+                        "are skipped.")
+
+
+def pytest_terminal_summary(terminalreporter):
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if SKIPPED in str(r.longrepr)]
+    if skipped and _skip_reason:
+        _banner(terminalreporter, f"{len(skipped)} REAL-SLURM TESTS WERE SKIPPED", _skip_reason[0])
+
+
 @pytest.fixture(scope="session")
-def slurm():
+def slurm(request):
     """The running test cluster (started here if needed, stopped at the end of the session when
     this session started it and is the last one using it)."""
     reason = _cannot_run_reason()
     if reason:
-        print(f"\nreal-Slurm tests skipped: {reason}", file=sys.stderr)
-        pytest.skip(f"real-Slurm tests need network namespaces: {reason}")
+        _skip_reason.append(reason)
+        plugins = request.config.pluginmanager
+        terminal, capture = (plugins.get_plugin(name)
+                             for name in ("terminalreporter", "capturemanager"))
+        if terminal is not None and capture is not None:
+            with capture.global_and_fixture_disabled():  # to the terminal, now, not captured
+                _banner(terminal, "SKIPPING THE REAL-SLURM TESTS", reason)
+        pytest.skip(SKIPPED + reason)
     USERS_LOCK.parent.mkdir(parents=True, exist_ok=True)
     users = os.open(USERS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(users, fcntl.LOCK_SH)  # waits while another session is taking the cluster down

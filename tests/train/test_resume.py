@@ -1,5 +1,5 @@
-"""Checkpoints and resume with real processes: stop by SIGTERM mid-epoch, crash mid-write,
-refused resume, chief-only writes."""
+"""Checkpoints and resume with real processes: stop by SIGTERM mid-epoch, a kill right after a
+known mid-epoch checkpoint, crash mid-write, refused resume, chief-only writes."""
 
 import json
 import os
@@ -10,7 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import TFDIST, finish, run, start, wait_for
+from tests.helpers import TFDIST, finish, launch, requires_horovod, run, start, wait_for
+from tfdist.train.checkpoint import EXIT_AFTER_STEP
 
 pytestmark = pytest.mark.slow
 TRAIN = ["train", "--pipeline=digits", "--epochs=3", "--batch_size=8", "--lr=0.01"]
@@ -50,6 +51,37 @@ def test_resume_after_sigterm_equals_uninterrupted(n, tmp_path):
     assert "resuming from" in r.stdout + r.stderr
     r = run([TFDIST, "launch", "-n", str(n), "--", TFDIST, *TRAIN, f"--model_dir={straight}"])
     assert r.returncode == 0, r.stdout[-3000:]
+    for a, b in zip(weights(stopped), weights(straight)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    ["multi_worker",
+     pytest.param("horovod", marks=[requires_horovod, pytest.mark.horovod])])
+def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, tmp_path):
+    """Deterministic: both tasks exit right after the step checkpoint of global step 28 (the test
+    hook), so the resume must skip the 6 batches of epoch 2 already trained (1437 digits at
+    2 x 32 a step: 22 steps an epoch)."""
+    args = [
+        "train", "--pipeline=digits", "--epochs=2", "--batch_size=32", "--lr=0.01",
+        f"--strategy={strategy}", "--checkpoint_steps=4", "--notensorboard"
+    ]
+    stopped, straight = tmp_path / "stopped", tmp_path / "straight"
+    r = launch(2, TFDIST, *args, f"--model_dir={stopped}", env={EXIT_AFTER_STEP: "28"})
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-2000:]
+    assert f"{EXIT_AFTER_STEP}=28: exiting" in r.stdout
+    ckpt = stopped / "checkpoints" / "ckpt-28"
+    meta = json.loads((ckpt / "meta.json").read_text())
+    assert (meta["epoch"], meta["step"], meta["global_step"]) == (1, 6, 28)
+    assert not (stopped / "metrics.json").exists()
+
+    r = launch(2, TFDIST, *args, f"--model_dir={stopped}")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert f"resuming from {ckpt} (epoch 1, step 6)" in r.stdout
+    assert json.loads((stopped / "metrics.json").read_text())["resumed_from"] == [1, 6]
+    r = launch(2, TFDIST, *args, f"--model_dir={straight}")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     for a, b in zip(weights(stopped), weights(straight)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
@@ -108,11 +140,18 @@ def test_only_the_chief_writes(tmp_path):
                        tmpdir=scratch)
     status, out = finish(proc)
     assert status == 0, out[-3000:]
-    assert sorted(p.name for p in model_dir.iterdir()) == [
-        "checkpoints", "logs", "metrics.json", "model.keras"
-    ]
-    names = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
-    assert names and all(n.startswith("ckpt-") for n in names)
+    # Every file and folder under model_dir, sub-folders included, is one the chief writes: its
+    # checkpoints, ONE TensorBoard event file (a worker's would be a second one), its results.
+    chief_writes = re.compile(
+        r"^(checkpoints(/ckpt-\d+(/(meta\.json|state\.index|"
+        r"state\.data-00000-of-00001))?)?|logs(/train(/events\.out\."
+        r"tfevents\.\d+\.[\w.-]+\.\d+\.\d+\.v2)?)?|metrics\.json|model\.keras)$")
+    tree = sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*"))
+    assert [p for p in tree if not chief_writes.match(p)] == [], tree
+    assert len([p for p in tree if "tfevents" in p]) == 1, tree
+    ckpts = sorted(p for p in tree if re.fullmatch(r"checkpoints/ckpt-\d+", p))
+    assert ckpts and all(f"{c}/meta.json" in tree and f"{c}/state.index" in tree for c in ckpts)
+    assert {"metrics.json", "model.keras"} <= set(tree)
     # The worker's collective saves went to temporary directories, all removed.
     assert [p.name for p in scratch.iterdir() if p.name.startswith("tfdist-worker")] == []
     metrics = json.loads((model_dir / "metrics.json").read_text())

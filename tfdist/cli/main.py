@@ -13,6 +13,8 @@ COMMANDS = {
     "launch": ("tfdist.cli.launch", "start N processes of a command on this machine"),
     "convert": ("tfdist.cli.convert", "pack images, arrays or a TFDS split into shards"),
     "doctor": ("tfdist.cli.doctor", "pre-flight checks: port, hosts, GPUs, TensorFlow, Horovod"),
+    "scale": ("tfdist.cli.scale", "scaling study: one training at several sizes, table + plot"),
+    "plan": ("tfdist.cli.plan", "memory per replica and batch per strategy, from the built model"),
 }
 
 

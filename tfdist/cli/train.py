@@ -30,6 +30,11 @@ flags.DEFINE_string(
 flags.DEFINE_string(
     "pipeline", D.pipeline, "Input pipeline: a bundled recipe name (digits, "
     "image_folder, hdf5, tfds, synthetic) or the path of your own .py file.")
+flags.DEFINE_multi_string(
+    "pipeline_option", [], "An option of the pipeline recipe, key=value; repeat the flag for "
+    "several (e.g. --pipeline=tfds --pipeline_option=name=mnist, --pipeline=image_folder "
+    "--pipeline_option=source=/data/images). Checked against the recipe's info()/dataset() "
+    "keywords.")
 flags.DEFINE_string(
     "data_dir", D.data_dir, "Where the pipeline reads or caches its data "
     "(default: the recipe's own, under ~/.cache/tfdist).")
@@ -66,6 +71,10 @@ flags.DEFINE_bool(
     "`scontrol requeue` the job (rank 0, once) so it resumes when it runs again. "
     "Default: $TFDIST_REQUEUE=1 (set by the jobs/ scripts). Without it a preempted run exits "
     "with status 75 and resumes when re-run.")
+flags.DEFINE_bool(
+    "restart", D.restart, "Train anew in --model_dir: remove the previous run's checkpoints, "
+    "logs, metrics.json and model first. Without it a run that stopped resumes, and one that "
+    "finished (its checkpoint has --epochs epochs) only reports its kept results.")
 flags.DEFINE_bool("tensorboard", D.tensorboard,
                   "Write TensorBoard logs to MODEL_DIR/logs (chief only).")
 flags.DEFINE_enum("optimizer", D.optimizer, list(OPTIMIZERS), "Optimizer (sgd has momentum 0.9).")
@@ -79,6 +88,8 @@ flags.DEFINE_bool("shuffle", D.shuffle, "Shuffle the training data (a new order 
 def config_from_flags() -> TrainConfig:
     """TrainConfig from the parsed flags, field by field (a renamed field fails here and in
     tests/cli/test_train_flags.py, never silently)."""
+    from pipelines import parse_option_pairs
+
     f = FLAGS
     return TrainConfig(model=f.model,
                        pipeline=f.pipeline,
@@ -101,11 +112,13 @@ def config_from_flags() -> TrainConfig:
                        model_dir=f.model_dir,
                        checkpoint_steps=f.checkpoint_steps,
                        requeue=f.requeue,
+                       restart=f.restart,
                        tensorboard=f.tensorboard,
                        seed=f.seed,
                        shuffle=f.shuffle,
                        steps_per_epoch=f.steps_per_epoch,
                        data_dir=f.data_dir,
+                       pipeline_options=parse_option_pairs(f.pipeline_option),
                        engine_options=tfdist_flags.engine_options_from_flags())
 
 
@@ -127,7 +140,15 @@ def main(argv: list[str]) -> None:
               flush=True)
         print("tfdist train: evaluations " + json.dumps(evaluations), flush=True)
     elif metrics is not None and metrics["rank"] == 0:
-        final, rate = metrics["final"], metrics["samples_per_sec"]
+        final, rate, done = metrics["final"], metrics["samples_per_sec"], metrics.get(
+            "already_finished")
+        if done:
+            print(
+                f"tfdist train: {FLAGS.model_dir} already finished: its checkpoint "
+                f"{os.path.basename(done['checkpoint'])} has {done['epochs_done']} epochs "
+                f"(--epochs={done['epochs']}); nothing trained, its metrics.json is kept. Give a "
+                "larger --epochs to train on, or --restart to train anew. Its results:",
+                flush=True)
         print(f"tfdist train: {metrics['strategy']} x{metrics['num_replicas']} replicas: test "
               f"accuracy {final['test_accuracy']:.4f}, test loss {final['test_loss']:.4f}" +
               (f", {rate:.0f} samples/s" if rate else ""),

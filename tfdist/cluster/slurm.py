@@ -163,17 +163,27 @@ def requeue_wanted(environ: Optional[Mapping[str, str]] = None) -> bool:
     return environ.get(REQUEUE_ENV, "0") == "1"
 
 
-def requeue(job_id: Optional[str]) -> bool:
-    """`scontrol requeue JOB_ID` (call it on rank 0 only); False, with the reason logged, when it
-    fails or there is no Slurm job."""
-    if not job_id:
-        log.warning("not requeued: this process is not a task of a Slurm job.")
+class RequeueFailed(ClusterError):
+    """`scontrol requeue` did not requeue the job (the run stays resumable by re-submitting)."""
+
+
+def requeue(environ: Optional[Mapping[str, str]] = None) -> bool:
+    """`scontrol requeue` this Slurm job (call it on rank 0 only; also under `tfdist launch` inside
+    an allocation); False, said in the log, outside a Slurm job. Raises RequeueFailed, with
+    scontrol's own words, when scontrol is missing or fails."""
+    environ = os.environ if environ is None else environ
+    job = first_of(environ, _JOB_ID)
+    if job is None:
+        log.warning("not requeued: this process runs in no Slurm job (no SLURM_JOB_ID).")
         return False
-    result = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
+    try:
+        result = subprocess.run(["scontrol", "requeue", job[1]], capture_output=True, text=True)
+    except OSError as e:
+        raise RequeueFailed(f"`scontrol requeue {job[1]}` could not run ({e})") from e
     if result.returncode != 0:
-        log.error(
-            "`scontrol requeue %s` failed: %s. Submit with `#SBATCH --requeue` (or re-submit by "
-            "hand; training resumes from the checkpoint).", job_id, result.stderr.strip())
-        return False
-    log.warning("requeued Slurm job %s; it resumes from the checkpoint when it runs again", job_id)
+        said = (result.stderr or result.stdout).strip() or "no message"
+        raise RequeueFailed(f"`scontrol requeue {job[1]}` failed with status {result.returncode}: "
+                            f"{said}. Submit with `#SBATCH --requeue`, or re-submit the job "
+                            "yourself")
+    log.warning("requeued Slurm job %s; it resumes from the checkpoint when it runs again", job[1])
     return True

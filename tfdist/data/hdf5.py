@@ -102,18 +102,14 @@ class HDF5Source(IndexedSource):
         return dict(zip(self.names, values))
 
     def _read_rows(self, rows: np.ndarray) -> list[np.ndarray]:
-        order = np.argsort(rows, kind="stable")
-        sorted_rows = rows[order]
-        file_of = np.searchsorted(self.starts, sorted_rows, side="right") - 1
+        # h5py reads strictly increasing indices only; a chunk of an endless stream can hold a
+        # row twice (the end of one epoch and the start of the next): read each row once.
+        unique, inverse = np.unique(rows, return_inverse=True)
+        file_of = np.searchsorted(self.starts, unique, side="right") - 1
         parts = {n: [] for n in self.names}
         for f in np.unique(file_of):
-            local = sorted_rows[file_of == f] - self.starts[f]
+            local = unique[file_of == f] - self.starts[f]
             h5 = _h5(self.files[f])
             for n in self.names:
-                parts[n].append(h5[n][local])  # increasing indices: what h5py requires
-        out = []
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
-        for n in self.names:
-            out.append(np.concatenate(parts[n])[inverse])
-        return out
+                parts[n].append(h5[n][local])
+        return [np.concatenate(parts[n])[inverse] for n in self.names]

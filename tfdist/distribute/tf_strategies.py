@@ -89,11 +89,19 @@ class _ClusterEngine(Engine):
     """What the engines over a TF_CONFIG cluster share."""
 
     def explain_failure(self, error: BaseException) -> Optional[str]:
-        return explain_lost_task(error, self.roles.tf_config)
+        # tfdist numbers the tasks it lays out chief, ps, workers (cluster.roles); a TF_CONFIG
+        # of the user's is numbered as TensorFlow lists it (cluster.tf_config.ordered_tasks).
+        return explain_lost_task(error,
+                                 self.roles.tf_config,
+                                 type_order=None if self.cluster.tf_config is not None else
+                                 ("chief", "ps", "worker", "evaluator"))
 
 
-def explain_lost_task(error: BaseException, tf_config) -> Optional[str]:
-    """Name the task that a gRPC/collective error says was lost, with its rank and address."""
+def explain_lost_task(error: BaseException,
+                      tf_config,
+                      type_order: Optional[tuple[str, ...]] = None) -> Optional[str]:
+    """Name the task that a gRPC/collective error says was lost, with its rank and address;
+    ranks follow `type_order` (default: TensorFlow's order of a TF_CONFIG)."""
     lost = (tf.errors.UnavailableError, tf.errors.AbortedError, tf.errors.CancelledError,
             tf.errors.DeadlineExceededError, tf.errors.UnknownError, tf.errors.InternalError)
     if not isinstance(error, lost) or tf_config is None:
@@ -101,6 +109,8 @@ def explain_lost_task(error: BaseException, tf_config) -> Optional[str]:
     text = str(error)
     me = tf_config["task"]
     order = [(t, i) for t, i, _ in ordered_tasks(tf_config)]
+    if type_order:
+        order.sort(key=lambda task: (type_order.index(task[0]), task[1]))
     for task_type, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", text):
         index = int(index)
         if (task_type, index) == (me["type"], me["index"]) or (task_type, index) not in order:

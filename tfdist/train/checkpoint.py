@@ -6,6 +6,10 @@ and step within it) and `meta.json` (what was trained how: model, strategy, worl
 batch, steps per epoch, data-order seed). It is written under a temporary name and renamed into
 place, so a crash mid-write leaves the previous checkpoint whole. Only the chief writes there;
 where the save is collective the other workers write into a temporary directory removed at once.
+
+Test-only: with TFDIST_TEST_EXIT_AFTER_STEP=N in the environment, every task exits (status 3)
+right after the step checkpoint of global step N, as if killed there: the tests of mid-epoch
+resume need a stop at a known step. It is not a user setting.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tfdist.files import TMP_PREFIX, replacing
 log = logging.getLogger("tfdist")
 
 CHECKPOINTS = "checkpoints"
+EXIT_AFTER_STEP = "TFDIST_TEST_EXIT_AFTER_STEP"  # test-only, see the module docstring
 _NAME = re.compile(r"^ckpt-(\d+)$")
 # What must match for a resume to continue the same training (where both runs say).
 IDENTITY = ("model", "strategy", "world_size", "global_batch_size")
@@ -229,8 +234,22 @@ class StepCheckpoint(TrainingCheckpoint):
     _supports_tf_logs = True  # reads no logs: Keras need not fetch them after every step
 
     def on_train_batch_end(self, batch, logs=None):
-        if int(self.model.optimizer.iterations.numpy()) % self.save_steps == 0:
+        global_step = int(self.model.optimizer.iterations.numpy())
+        if global_step % self.save_steps == 0:
             self.save(self._epoch, batch + 1)
+            if os.environ.get(EXIT_AFTER_STEP) == str(global_step):
+                _exit_as_if_killed(global_step)
+
+
+def _exit_as_if_killed(global_step: int) -> None:
+    """The test hook: end this task now, without Keras's or Python's teardown."""
+    import sys
+
+    print(f"tfdist: {EXIT_AFTER_STEP}={global_step}: exiting after this step's checkpoint",
+          file=sys.stderr,
+          flush=True)
+    sys.stdout.flush()
+    os._exit(3)
 
 
 def make_checkpoint(model_dir: str,

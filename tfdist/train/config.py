@@ -36,11 +36,13 @@ class TrainConfig:
     model_dir: Optional[str] = None
     checkpoint_steps: int = 0  # 0: checkpoint at each epoch end only
     requeue: Optional[bool] = None  # on preemption under Slurm, requeue; None: $TFDIST_REQUEUE
+    restart: bool = False  # ignore (and remove) a previous run in model_dir: train anew
     tensorboard: bool = True
     seed: int = 0
     shuffle: bool = True
     steps_per_epoch: int = 0  # 0: one pass over the training split
     data_dir: Optional[str] = None
+    pipeline_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # the recipe's
     verbose: Optional[int] = None  # None: progress bar on a terminal, one line per epoch otherwise
     engine_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 

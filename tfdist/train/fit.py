@@ -4,8 +4,11 @@ preemption, meter, TensorBoard, metrics.json)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
+import shutil
 import sys
 from typing import Any, Optional
 
@@ -14,6 +17,7 @@ from tfdist.distribute import LostTaskError
 from tfdist.errors import ConfigError
 from tfdist.files import replacing
 from tfdist.train.config import TrainConfig
+from tfdist.train.summary import metrics_path
 
 log = logging.getLogger("tfdist")
 
@@ -22,8 +26,12 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
     """Train, evaluate on the test split, and (chief) write MODEL_DIR/metrics.json and the model.
     Returns the metrics on every training task (tasks that only serve exit inside tfdist.init);
     raises Preempted (exit 75) when stopped by a signal."""
+    from pipelines import check_options, load_pipeline
     from tfdist.train.preemption import catch_signals
 
+    # Before any task connects: a wrong option fails every task at once.
+    options = check_options(load_pipeline(cfg.pipeline), cfg.pipeline, cfg.pipeline_options)
+    cfg = dataclasses.replace(cfg, pipeline_options=options)
     if cfg.model_dir:
         catch_signals()  # from here on: one during start-up is acted on at the first check
     rt = tfdist.init(strategy=cfg.strategy,
@@ -57,7 +65,7 @@ def _pipeline(cfg: TrainConfig):
 
     tf.keras.mixed_precision.set_global_policy(cfg.mixed_precision)
     pipeline = load_pipeline(cfg.pipeline)
-    return pipeline, pipeline.info(cfg.data_dir)
+    return pipeline, pipeline.info(cfg.data_dir, **cfg.pipeline_options)
 
 
 def _test_split(pipeline, cfg: TrainConfig):
@@ -69,7 +77,8 @@ def _test_split(pipeline, cfg: TrainConfig):
                             256,
                             shuffle=False,
                             drop_remainder=False,
-                            data_dir=cfg.data_dir)
+                            data_dir=cfg.data_dir,
+                            **cfg.pipeline_options)
 
 
 def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
@@ -98,11 +107,21 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         raise ConfigError(f"--batch_size={cfg.batch_size} x {rt.num_replicas} replicas is more "
                           f"than the {info['num_train']} training samples of {cfg.pipeline!r}; "
                           "lower --batch_size.")
+    if cfg.restart and cfg.model_dir:
+        _start_anew(rt, cfg.model_dir)
     # A resumed run continues with the checkpoint's data-order seed, at its epoch and step.
     start = rt.resume(cfg.model_dir, cfg.batch_size, model=cfg.model)
+    if start.epoch >= cfg.epochs and os.path.exists(metrics_path(cfg.model_dir)):
+        with open(metrics_path(cfg.model_dir)) as f:  # every task decides alike: nothing to do
+            done = dict(checkpoint=start.path, epochs_done=start.epoch, epochs=cfg.epochs)
+            return dict(json.load(f), rank=rt.rank, already_finished=done)
     seed = cfg.seed if start.seed is None else start.seed
     tf.keras.utils.set_random_seed(seed)
-    options = dict(seed=seed, shuffle=cfg.shuffle, epoch=start.epoch, data_dir=cfg.data_dir)
+    options = dict(seed=seed,
+                   shuffle=cfg.shuffle,
+                   epoch=start.epoch,
+                   data_dir=cfg.data_dir,
+                   **cfg.pipeline_options)
     train_input = lambda ctx: pipeline.dataset(  # noqa: E731
         "train", ctx, cfg.batch_size, repeat=True, **options)
     with rt.scope():
@@ -131,8 +150,27 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         with replacing(os.path.join(cfg.model_dir, "model.keras"), suffix=".keras") as tmp:
             local.save(tmp)
     final = dict(test_loss=float(test_loss), test_accuracy=float(test_accuracy))
-    return callbacks.summary.add(learning_rate=rt.scale_lr(cfg.lr),
-                                 model=cfg.model,
-                                 mixed_precision=cfg.mixed_precision,
-                                 pipeline=cfg.pipeline,
-                                 final=final)
+    return callbacks.summary.add(
+        learning_rate=rt.scale_lr(cfg.lr),
+        model=cfg.model,
+        mixed_precision=cfg.mixed_precision,
+        pipeline=cfg.pipeline,
+        train_samples=info["num_train"],  # tfdist scale: time/epoch
+        final=final)
+
+
+RUN_OUTPUTS = ("checkpoints", "logs", "metrics.json", "model.keras")
+
+
+def _start_anew(rt, model_dir: str) -> None:
+    """--restart: the chief removes the previous run's outputs before any task looks at them."""
+    if rt.is_chief:
+        for name in RUN_OUTPUTS:
+            path = os.path.join(model_dir, name)
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.exists(path):
+                os.remove(path)
+        log.info("--restart: removed the previous run's %s from %s", ", ".join(RUN_OUTPUTS),
+                 model_dir)
+    rt.barrier()

@@ -17,6 +17,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfdist.cluster.slurm import RequeueFailed
 from tfdist.cluster.slurm import requeue as requeue_job
 from tfdist.errors import ConfigError
 from tfdist.train.checkpoint import TrainingCheckpoint, latest
@@ -97,15 +98,21 @@ class PreemptionHandler(tf.keras.callbacks.Callback):
         if self.preempted_at is None:
             return
         epoch, step = self.preempted_at
-        requeued = self.requeue and self.engine.rank == 0 and requeue_job(
-            self.engine.cluster.job_id)
+        requeued, failed = False, None
+        if self.requeue and self.engine.rank == 0:
+            try:
+                requeued = requeue_job()
+            except RequeueFailed as e:  # reported, never dropped; the run stays resumable
+                log.error("%s", e)
+                failed = str(e)
         # No task leaves before rank 0 has requeued: under `srun --kill-on-bad-exit` an early
         # exit would get rank 0 killed first.
         self.engine.barrier()
         at = f"after epoch {epoch}" if step == 0 else f"at epoch {epoch + 1}, step {step}"
         message = (f"preempted {at}; checkpoint: {self.saved or 'none'}. " +
-                   ("The job was requeued and resumes from it."
-                    if requeued else "Re-run the same command (same model directory) to resume."))
+                   ("The job was requeued and resumes from it." if requeued else
+                    (f"{failed}. " if failed else "") +
+                    "Re-run the same command (same --model_dir) to resume."))
         log.warning("%s", message)
         raise Preempted(message)
 

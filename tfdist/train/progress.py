@@ -20,9 +20,17 @@ def _value(name: str, value: float) -> str:
 
 class EpochLine(tf.keras.callbacks.Callback):
     """`epoch 3/10: loss 0.4087 - accuracy 0.8700 - 3205 samples/s - input wait 1.4% - 0.5 s`:
-    every value of the epoch's logs (put it after the callbacks that add theirs)."""
+    every value of the epoch's logs (put it after the callbacks that add theirs); and where
+    training starts, once: `training from epoch 1/10, 22 steps each`."""
+
+    def on_train_begin(self, logs=None):
+        self._started = False
 
     def on_epoch_begin(self, epoch, logs=None):
+        if not self._started:  # Keras knows the first epoch of a resumed run only now
+            self._started = True
+            log.info("training from epoch %d/%d, %s steps each", epoch + 1, self.params["epochs"],
+                     self.params.get("steps"))
         self._start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):

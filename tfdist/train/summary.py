@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Optional
 
@@ -35,12 +36,18 @@ class RunSummary(tf.keras.callbacks.Callback):
         self._last = {k: float(v) for k, v in (logs or {}).items() if k not in _METER_KEYS}
 
     def on_train_end(self, logs=None):
+        if not self._last and self.path and os.path.exists(self.path):
+            # Resumed past its last epoch: nothing trained, the finished run's metrics stay.
+            with open(self.path) as f:
+                self.metrics = json.load(f)
+            return
         meter, saver = self.meter, self.checkpoint
         self.metrics = dict(
             self.facts,
             epochs=self.params.get("epochs"),
             steps_per_epoch=self.params.get("steps"),
             resumed_from=list(saver.resumed_from) if saver and saver.resumed_from else None,
+            loss_scale=_loss_scale(self.model.optimizer),
             final=dict(self._last),
         )
         if meter is not None:
@@ -68,6 +75,12 @@ class RunSummary(tf.keras.callbacks.Callback):
     def _write(self) -> None:
         if self.path:
             write_json(self.path, self.metrics)
+
+
+def _loss_scale(optimizer) -> Optional[float]:
+    """The dynamic loss scale Keras put in place for mixed_float16 (its value now), else None."""
+    scale = getattr(optimizer, "loss_scale", None)
+    return None if scale is None else float(tf.keras.backend.get_value(scale))
 
 
 def metrics_path(model_dir: str) -> str:

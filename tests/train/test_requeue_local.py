@@ -1,0 +1,99 @@
+"""Preemption and requeue without root or Slurm: SIGUSR1 to a local 2-process run checkpoints
+and exits 75; `--requeue` calls a fake `scontrol` on PATH once, from rank 0, with the job id, and
+a failing one is reported."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from tests.helpers import TFDIST, finish, wait_for
+
+pytestmark = pytest.mark.slow
+
+JOB_ID = "4242"
+# Records its rank and arguments; fails like a job submitted without --requeue when told to.
+FAKE_SCONTROL = """#!/bin/sh
+echo "rank=$TFDIST_LAUNCH_RANK $*" >> "$FAKE_SCONTROL_LOG"
+if [ -n "$FAKE_SCONTROL_FAIL" ]; then
+    echo "slurm_requeue error: Requested operation is presently disabled for job $2" >&2
+    exit 1
+fi
+"""
+
+
+def preempt_with_usr1(tmp_path, *extra, **env):
+    """A 2-worker run under `tfdist launch`, SIGUSR1 once training runs; (status, output)."""
+    bin_dir, calls = tmp_path / "bin", tmp_path / "scontrol.log"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(FAKE_SCONTROL)
+    (bin_dir / "scontrol").chmod(0o755)
+    environ = {
+        k: v
+        for k, v in os.environ.items() if not k.startswith(("SLURM", "TFDIST_LAUNCH", "HOROVOD"))
+    }
+    environ.update(PATH=f"{bin_dir}:{os.environ['PATH']}",
+                   FAKE_SCONTROL_LOG=str(calls),
+                   SLURM_JOB_ID=JOB_ID,
+                   **env)
+    cmd = [
+        TFDIST, "launch", "-n", "2", "--", TFDIST, "train", "--strategy=multi_worker",
+        "--pipeline=digits", "--epochs=3", "--batch_size=8", "--notensorboard",
+        f"--model_dir={tmp_path / 'run'}", *extra
+    ]
+    proc = subprocess.Popen(cmd,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT,
+                            text=True,
+                            env=environ)
+    head = wait_for(proc, "training from epoch 1/3")
+    proc.send_signal(signal.SIGUSR1)
+    status, out = finish(proc)
+    return status, head + out, calls.read_text().splitlines() if calls.exists() else []
+
+
+def checkpoint_of(out, tmp_path):
+    """rank 0's 'preempted ...; checkpoint: PATH. ' words, PATH checked to be a whole checkpoint
+    of the step the message names."""
+    m = re.search(
+        r"\[0\] tfdist: warning: preempted (?:at epoch (\d+), step (\d+)|after epoch (\d+)); "
+        r"checkpoint: (\S+)\. ", out)
+    assert m, out[-3000:]
+    path = m.group(4)
+    assert path.startswith(str(tmp_path / "run" / "checkpoints" / "ckpt-")), path
+    meta = json.loads(open(os.path.join(path, "meta.json")).read())
+    where = (int(m.group(1)) - 1, int(m.group(2))) if m.group(1) else (int(m.group(3)), 0)
+    assert (meta["epoch"], meta["step"]) == where, meta
+    return m.group(0)
+
+
+def test_usr1_checkpoints_and_exits_75_without_requeue(tmp_path):
+    status, out, calls = preempt_with_usr1(tmp_path)
+    assert status == 75, out[-3000:]
+    assert "received SIGUSR1" in out
+    checkpoint_of(out, tmp_path)
+    assert "Re-run the same command (same --model_dir) to resume." in out
+    assert calls == []  # no --requeue: scontrol is never called
+
+
+def test_requeue_calls_scontrol_once_from_rank_0_with_the_job_id(tmp_path):
+    status, out, calls = preempt_with_usr1(tmp_path, "--requeue")
+    assert status == 75, out[-3000:]
+    assert calls == [f"rank=0 requeue {JOB_ID}"]
+    assert f"requeued Slurm job {JOB_ID}" in out
+    line = out[out.index(checkpoint_of(out, tmp_path)):].splitlines()[0]
+    assert line.endswith("The job was requeued and resumes from it."), line
+
+
+def test_a_failing_scontrol_is_reported(tmp_path):
+    status, out, calls = preempt_with_usr1(tmp_path, "--requeue", FAKE_SCONTROL_FAIL="1")
+    assert status == 75, out[-3000:]  # still resumable by hand
+    assert calls == [f"rank=0 requeue {JOB_ID}"]
+    line = out[out.index(checkpoint_of(out, tmp_path)):].splitlines()[0]
+    assert (f"`scontrol requeue {JOB_ID}` failed with status 1: slurm_requeue error: Requested "
+            f"operation is presently disabled for job {JOB_ID}." in line), line
+    assert line.endswith("Re-run the same command (same --model_dir) to resume."), line
+    assert "requeued Slurm job" not in out

@@ -1,0 +1,216 @@
+"""tfdist plan: memory per replica and batch per strategy, from the built Keras model (no training).
+
+Builds --model for --pipeline's input (or --input_shape/--num_classes) under --mixed_precision,
+builds the real --optimizer for it, and prints: parameters (model.count_params()), bytes of
+weights, gradients and optimizer slots (counted from the optimizer's variables), an activation
+estimate per replica at --batch_size, the bytes on one replica's device for each strategy, whether
+that fits --gpu_memory and the largest per-replica batch that does, and the global batch and
+scaled learning rate for N replicas under the linear and square-root rules.
+
+  tfdist plan --model=resnet50 --input_shape=224,224,3 --num_classes=1000 --optimizer=adam \\
+      --batch_size=64 --gpu_memory=80GB
+  tfdist plan --model=cnn --measure     # also run two steps here and read TensorFlow's peak
+
+The activation estimate is every layer's output for one sample, times the batch; TensorFlow's
+measured peak on CPU was within the factor stated in the README (--measure checks it here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from absl import flags
+
+from tfdist.cli import flags as tfdist_flags
+from tfdist.cli import train as train_cli
+from tfdist.cli.command import run_command
+
+FLAGS = flags.FLAGS
+
+_GPU_MEMORY = flags.DEFINE_string(
+    "gpu_memory", None, "Memory of one replica's device, e.g. 80GB (10^9 bytes), 40GiB (2^30), "
+    "16000MB; with it: fits? and the largest per-replica batch that fits.")
+_REPLICAS = flags.DEFINE_list("replicas", ["1", "2", "4", "8", "16", "32", "64"],
+                              "Replica counts for the global batch and learning-rate table.")
+_INPUT_SHAPE = flags.DEFINE_list(
+    "input_shape", None, "Input shape of one sample, e.g. 224,224,3 (default: --pipeline's).")
+_NUM_CLASSES = flags.DEFINE_integer("num_classes",
+                                    None,
+                                    "Classes (default: --pipeline's).",
+                                    lower_bound=2)
+_MEASURE = flags.DEFINE_bool(
+    "measure", False, "Also train two steps of --batch_size on this machine's first GPU, else "
+    "its CPU, and compare TensorFlow's measured peak memory with the estimate.")
+_FORMAT = flags.DEFINE_enum("format", "text", ["text", "json"], "text: tables; json: one object.")
+
+# TensorFlow's default CPU allocator (oneDNN's) leaves allocations under 256 KiB out of its
+# statistics; its BFC allocator counts every one. Read when TensorFlow starts.
+BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
+
+
+def make_plan() -> dict:
+    import tensorflow as tf
+
+    from tfdist.runtime import scale_lr
+    from tfdist.train import memory
+    from tfdist.train.fit import _compiled, make_optimizer
+    from tfdist.train.models import build_model
+
+    tf.keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
+    if _INPUT_SHAPE.value and _NUM_CLASSES.value:
+        shape, classes = tuple(int(d) for d in _INPUT_SHAPE.value), _NUM_CLASSES.value
+    else:
+        from pipelines import load_pipeline
+
+        info = load_pipeline(FLAGS.pipeline).info(FLAGS.data_dir)
+        shape = tuple(
+            int(d)
+            for d in _INPUT_SHAPE.value) if _INPUT_SHAPE.value else tuple(info["input_shape"])
+        classes = _NUM_CLASSES.value or info["num_classes"]
+    model = build_model(FLAGS.model, shape, classes)
+    optimizer = make_optimizer(FLAGS.optimizer, FLAGS.lr)
+    if FLAGS.mixed_precision == "mixed_float16":  # what compile does: dynamic loss scaling
+        optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
+    mem = memory.model_memory(model, optimizer)
+    batch = FLAGS.batch_size
+    device_bytes = memory.parse_bytes(_GPU_MEMORY.value) if _GPU_MEMORY.value else None
+    strategies = {}
+    for name in memory.STRATEGIES:
+        need = mem.replica_bytes(name, batch)
+        strategies[name] = {
+            "replica_bytes": need,
+            "fits": None if device_bytes is None else need <= device_bytes,
+            "largest_batch":
+            None if device_bytes is None else mem.largest_batch(name, device_bytes),
+        }
+    plan = {
+        "model":
+        FLAGS.model,
+        "input_shape":
+        list(shape),
+        "num_classes":
+        classes,
+        "optimizer":
+        FLAGS.optimizer,
+        "mixed_precision":
+        FLAGS.mixed_precision,
+        "batch_size":
+        batch,
+        "count_params":
+        model.count_params(),
+        "memory":
+        memory.as_dict(mem),
+        "activation_bytes":
+        mem.activation_bytes(batch),
+        "device_memory_bytes":
+        device_bytes,
+        "gpu_memory":
+        _GPU_MEMORY.value,
+        "strategies":
+        strategies,
+        "ps_bytes":
+        mem.weight_bytes + mem.slot_bytes,
+        "replicas": [{
+            "replicas": n,
+            "global_batch_size": batch * n,
+            "lr_linear": scale_lr(FLAGS.lr, n, "linear"),
+            "lr_sqrt": scale_lr(FLAGS.lr, n, "sqrt"),
+        } for n in (int(r) for r in _REPLICAS.value)],
+        "lr":
+        FLAGS.lr,
+    }
+    if _MEASURE.value:
+        device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
+        _compiled(model, optimizer)
+        measured = memory.measure_step_peak(model, batch, device=device)
+        estimate = mem.replica_bytes("multi_worker", batch)
+        plan["measured"] = dict(measured,
+                                device=device,
+                                estimate_bytes=estimate,
+                                factor=measured["peak_bytes"] / estimate)
+    return plan
+
+
+def text(plan: dict) -> str:
+    from tfdist.train.memory import CPU_PEAK_FACTOR, REPLICATED, VARIABLES_ELSEWHERE, human
+
+    m = plan["memory"]
+    per_param = lambda n: f"{n / max(1, m['params']):.1f} B/param"  # noqa: E731
+    lines = [
+        f"tfdist plan: {plan['model']} (input {'x'.join(map(str, plan['input_shape']))}, "
+        f"{plan['num_classes']} classes), {plan['optimizer']}, {plan['mixed_precision']}, "
+        f"batch {plan['batch_size']} per replica",
+        f"  parameters       {m['params']:,} ({m['trainable_params']:,} trainable)" +
+        ("" if m["params"] == plan["count_params"] else
+         f" -- model.count_params() says {plan['count_params']:,}"),
+        f"  weights          {human(m['weight_bytes']):>10}   {per_param(m['weight_bytes'])}",
+        f"  gradients        {human(m['gradient_bytes']):>10}   {per_param(m['gradient_bytes'])}",
+        f"  optimizer slots  {human(m['slot_bytes']):>10}   {per_param(m['slot_bytes'])} "
+        f"({m['slot_variables']} variables of the built {plan['optimizer']})",
+    ]
+    if m["compute_copy_bytes"]:
+        lines.append(f"  low-precision copy of the weights {human(m['compute_copy_bytes'])}")
+    low, high = CPU_PEAK_FACTOR
+    lines += [
+        f"  activations      {human(plan['activation_bytes']):>10}   "
+        f"{human(m['activation_bytes_per_sample'])} per sample (layer outputs + 2x the largest)",
+        f"  (an estimate: TensorFlow's measured peak on CPU was within {low:g}-{high:g}x of the "
+        "total for the bundled models; leave room, or check with --measure)"
+    ]
+    memory_given = plan["device_memory_bytes"] is not None
+    fits = f"fits {plan['gpu_memory']}?"
+    head = f"  {'strategies':<44} {'per replica':>11}"
+    if memory_given:
+        head += f"  {fits:>{len(fits)}}  {'largest batch':>13}"
+    lines += ["", f"one replica's device (batch {plan['batch_size']}):", head]
+    for group in (REPLICATED, VARIABLES_ELSEWHERE):
+        s = plan["strategies"][group[0]]
+        row = f"  {', '.join(group):<44} {human(s['replica_bytes']):>11}"
+        if memory_given:
+            row += f"  {'yes' if s['fits'] else 'NO':>{len(fits)}}  {s['largest_batch']:>13,}"
+        lines.append(row)
+    lines += [
+        f"  {', '.join(REPLICATED)}: weights, gradients, slots and activations on every replica.",
+        f"  {', '.join(VARIABLES_ELSEWHERE)}: weights + slots ({human(plan['ps_bytes'])}) stay on "
+        "the ps tasks (whole variables, spread over --num_ps) or the CPU; each replica reads the "
+        "weights for its step."
+    ]
+    lines += [
+        "", f"global batch and learning rate for N replicas (--lr={plan['lr']:g} for one "
+        f"replica's batch of {plan['batch_size']}):", f"  {'N':>5}  {'global batch':>12}  "
+        f"{'linear (lr*N)':>14}  {'sqrt (lr*sqrt N)':>16}"
+    ]
+    for r in plan["replicas"]:
+        lines.append(f"  {r['replicas']:>5}  {r['global_batch_size']:>12,}  {r['lr_linear']:>14.4g}"
+                     f"  {r['lr_sqrt']:>16.4g}")
+    if "measured" in plan:
+        x = plan["measured"]
+        lines += [
+            "", f"measured on {x['device']}: peak {human(x['peak_bytes'])} during a training "
+            f"step, estimate {human(x['estimate_bytes'])} (measured / estimate = "
+            f"{x['factor']:.2f}); in use after it: {human(x['current_bytes'])}"
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        print(f"tfdist plan: unexpected arguments {argv[1:]}; flags are --name=value.",
+              file=sys.stderr)
+        sys.exit(2)
+    if _MEASURE.value:
+        os.environ.setdefault(BFC_ENV, "true")
+    import tfdist  # noqa: F401  (selects tf-keras before TensorFlow loads)
+
+    try:
+        plan = make_plan()
+    except ValueError as e:
+        print(f"tfdist plan: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(json.dumps(plan, indent=2) if _FORMAT.value == "json" else text(plan), flush=True)
+
+
+def run(argv: list[str]) -> None:
+    run_command(main, argv, sys.modules[__name__], train_cli, tfdist_flags)
