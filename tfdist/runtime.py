@@ -34,8 +34,8 @@ LR_SCALING = ("linear", "sqrt", "none")
 def scale_lr(lr: float, replicas: float, rule: str = "linear") -> float:
     """The single-replica rate `lr` for `replicas` times its batch: ηN (linear), η√N (sqrt)."""
     if rule not in LR_SCALING:
-        raise ValueError(f"lr_scaling={rule!r}: expected one of {', '.join(LR_SCALING)} "
-                         "(--lr_scaling).")
+        raise ConfigError(f"lr_scaling={rule!r}: expected one of {', '.join(LR_SCALING)} "
+                          "(--lr_scaling).")
     return {"linear": lr * replicas, "sqrt": lr * math.sqrt(replicas), "none": lr}[rule]
 
 

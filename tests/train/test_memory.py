@@ -7,7 +7,7 @@ import tfdist  # noqa: F401  (tf-keras before TensorFlow)
 import tensorflow as tf
 from tf_keras.src.utils.layer_utils import count_params
 
-from tfdist.train.fit import make_optimizer
+from tfdist.train.schedules import make_optimizer
 from tfdist.train.memory import ModelMemory, model_memory, parse_bytes
 from tfdist.train.models import MODELS, build_model
 

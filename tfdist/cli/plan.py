@@ -55,8 +55,8 @@ def make_plan() -> dict:
 
     from tfdist.runtime import scale_lr
     from tfdist.train import memory
-    from tfdist.train.fit import _compiled, make_optimizer
-    from tfdist.train.models import build_model
+    from tfdist.train.models import build_model, compile_classifier
+    from tfdist.train.schedules import make_optimizer
 
     tf.keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
     if _INPUT_SHAPE.value and _NUM_CLASSES.value:
@@ -123,7 +123,7 @@ def make_plan() -> dict:
     }
     if _MEASURE.value:
         device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
-        _compiled(model, optimizer)
+        compile_classifier(model, optimizer)
         measured = memory.measure_step_peak(model, batch, device=device)
         estimate = mem.replica_bytes("multi_worker", batch)
         plan["measured"] = dict(measured,
@@ -204,11 +204,7 @@ def main(argv: list[str]) -> None:
         os.environ.setdefault(BFC_ENV, "true")
     import tfdist  # noqa: F401  (selects tf-keras before TensorFlow loads)
 
-    try:
-        plan = make_plan()
-    except ValueError as e:
-        print(f"tfdist plan: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    plan = make_plan()
     print(json.dumps(plan, indent=2) if _FORMAT.value == "json" else text(plan), flush=True)
 
 

@@ -31,6 +31,7 @@ from absl import flags
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli import train as train_cli
 from tfdist.cli.command import run_command
+from tfdist.errors import ConfigError
 
 FLAGS = flags.FLAGS
 
@@ -93,8 +94,8 @@ def train_args_from_flags() -> list[str]:
             if not flag.present or flag.name in _READ_BY_SCALE:
                 continue
             if flag.name in _SET_BY_SCALE:
-                raise ValueError(f"--{flag.name} is set by tfdist scale for every size; use "
-                                 f"{_SET_BY_SCALE[flag.name]}.")
+                raise ConfigError(f"--{flag.name} is set by tfdist scale for every size; use "
+                                  f"{_SET_BY_SCALE[flag.name]}.")
             given.append(flag.serialize())
     return given
 
@@ -106,14 +107,14 @@ def config_from_flags(command: list[str], allocation):
     strategy = "multi_worker" if FLAGS.strategy == "auto" else FLAGS.strategy
     train_args = train_args_from_flags()
     if command and train_args:
-        raise ValueError(f"{' '.join(train_args)} are flags of tfdist train, but the study runs "
-                         f"your command {' '.join(command)!r} instead: put them in it.")
+        raise ConfigError(f"{' '.join(train_args)} are flags of tfdist train, but the study runs "
+                          f"your command {' '.join(command)!r} instead: put them in it.")
     try:
         sizes = [int(s) for s in _SIZES.value] if _SIZES.value else default_sizes(
             allocation, strategy, _TASKS_PER_NODE.value, FLAGS.num_ps)
-    except ValueError:
-        raise ValueError(f"--sizes={','.join(_SIZES.value)}: expected whole numbers, e.g. "
-                         "--sizes=1,2,4.") from None
+    except ValueError:  # int() of a size
+        raise ConfigError(f"--sizes={','.join(_SIZES.value)}: expected whole numbers, e.g. "
+                          "--sizes=1,2,4.") from None
     job = allocation.job_id if allocation else time.strftime("%Y%m%d-%H%M%S")
     return ScaleConfig(strategy=strategy,
                        sizes=sizes,
@@ -134,19 +135,14 @@ def config_from_flags(command: list[str], allocation):
 
 
 def main(argv: list[str]) -> None:
-    from tfdist.cluster import ClusterError
+    from tfdist.files import write_json
     from tfdist.study.layout import allocation_from_env
     from tfdist.study.report import plot, table
     from tfdist.study.scale import run_study
-    from tfdist.train.atomic import write_json
 
-    try:
-        allocation = allocation_from_env(os.environ)
-        cfg = config_from_flags(argv[1:], allocation)
-        study = run_study(cfg, allocation, say=lambda line: print(line, flush=True))
-    except (ClusterError, ValueError) as e:
-        print(f"tfdist scale: error: {e}", file=sys.stderr)
-        sys.exit(2)
+    allocation = allocation_from_env(os.environ)
+    cfg = config_from_flags(argv[1:], allocation)
+    study = run_study(cfg, allocation, say=lambda line: print(line, flush=True))
     model = "COMMAND" if cfg.command else FLAGS.model
     study["model"] = model
     write_json(os.path.join(cfg.output, "scale.json"), study)

@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable, Optional
 
 from tfdist.cluster.errors import ClusterError
+from tfdist.errors import ConfigError
 from tfdist.runtime import scale_lr
 from tfdist.study.layout import Allocation, Step, plan_steps, srun_command
 
@@ -69,29 +70,29 @@ def replicas_for(strategy: str, size: int) -> int:
 
 def check_config(cfg: ScaleConfig) -> None:
     if cfg.scaling not in SCALINGS:
-        raise ValueError(f"--scaling={cfg.scaling!r}: expected weak or strong.")
+        raise ConfigError(f"--scaling={cfg.scaling!r}: expected weak or strong.")
     if not cfg.sizes or any(s < 1 for s in cfg.sizes):
-        raise ValueError(f"--sizes={','.join(map(str, cfg.sizes))}: give positive task counts, "
-                         "e.g. --sizes=1,2,4.")
+        raise ConfigError(f"--sizes={','.join(map(str, cfg.sizes))}: give positive task counts, "
+                          "e.g. --sizes=1,2,4.")
     if len(set(cfg.sizes)) != len(cfg.sizes):
-        raise ValueError(f"--sizes={','.join(map(str, cfg.sizes))} repeats a size.")
+        raise ConfigError(f"--sizes={','.join(map(str, cfg.sizes))} repeats a size.")
     if cfg.strategy in ("mirrored", "central_storage", "one_device"):
-        raise ValueError(f"--strategy={cfg.strategy} runs in one task, but tfdist scale varies "
-                         "the number of tasks: use multi_worker or horovod with one task per "
-                         "GPU (or per CPU node).")
+        raise ConfigError(f"--strategy={cfg.strategy} runs in one task, but tfdist scale varies "
+                          "the number of tasks: use multi_worker or horovod with one task per "
+                          "GPU (or per CPU node).")
     if cfg.scaling == "strong" and cfg.strategy == "parameter_server":
-        raise ValueError("--scaling=strong does not apply to --strategy=parameter_server: each "
-                         "asynchronous step is one worker's batch. Use --scaling=weak.")
+        raise ConfigError("--scaling=strong does not apply to --strategy=parameter_server: each "
+                          "asynchronous step is one worker's batch. Use --scaling=weak.")
     if cfg.scaling == "strong":
         total = cfg.global_batch_size or cfg.batch_size * min(cfg.sizes)
         bad = [s for s in cfg.sizes if total % replicas_for(cfg.strategy, s)]
         if bad:
-            raise ValueError(f"--scaling=strong keeps the global batch at {total}, which does not "
-                             f"split evenly over {', '.join(map(str, bad))} replicas: choose "
-                             "--global_batch_size (or --batch_size) divisible by every size.")
+            raise ConfigError(f"--scaling=strong keeps the global batch at {total}, which does not "
+                              f"split evenly over {', '.join(map(str, bad))} replicas: choose "
+                              "--global_batch_size (or --batch_size) divisible by every size.")
     if cfg.global_batch_size and cfg.scaling != "strong":
-        raise ValueError("--global_batch_size applies to --scaling=strong; weak scaling keeps "
-                         "--batch_size per replica.")
+        raise ConfigError("--global_batch_size applies to --scaling=strong; weak scaling keeps "
+                          "--batch_size per replica.")
 
 
 def plan_runs(cfg: ScaleConfig,

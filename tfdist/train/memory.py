@@ -16,6 +16,8 @@ from typing import Any, Optional
 import numpy as np
 import tensorflow as tf
 
+from tfdist.errors import ConfigError
+
 # TensorFlow's measured peak over this estimate for the bundled models on CPU (get_memory_info with
 # the BFC allocator, oneDNN on; 2026-11-23): 0.61-1.44 over cnn, mlp, resnet_small, resnet50 x
 # batch 32, 256 x SGD, Adam x float32, mixed_bfloat16 (32 configurations; one configuration varies
@@ -91,9 +93,9 @@ def layer_outputs(model: tf.keras.Model, top: bool = True) -> list[int]:
             for tensor in tf.nest.flatten(node.outputs):
                 shape = list(tensor.shape[1:])
                 if any(d is None for d in shape):
-                    raise ValueError(f"Layer {layer.name!r} outputs shape {tensor.shape} with "
-                                     "unknown sizes: give the model a fixed input shape "
-                                     "(--input_shape).")
+                    raise ConfigError(f"Layer {layer.name!r} outputs shape {tensor.shape} with "
+                                      "unknown sizes: give the model a fixed input shape "
+                                      "(--input_shape).")
                 sizes.append(int(np.prod(shape)) * tf.as_dtype(tensor.dtype).size)
     return sizes
 
@@ -166,8 +168,8 @@ def parse_bytes(text: str) -> int:
     except ValueError:
         value = math.nan
     if unit not in units or not value > 0:
-        raise ValueError(f"--gpu_memory={text!r}: expected a size such as 80GB, 40GiB or "
-                         "16000MB.")
+        raise ConfigError(f"--gpu_memory={text!r}: expected a size such as 80GB, 40GiB or "
+                          "16000MB.")
     return int(value * units[unit])
 
 

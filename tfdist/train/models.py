@@ -88,11 +88,16 @@ def build_model(name: str, input_shape, num_classes: int):
     return model
 
 
-def compiled_model(name: str, info: dict, optimizer="sgd"):
-    """`tfdist train`'s model for a pipeline's `info`, compiled for its classes (a plain copy, for
-    evaluation, with the default optimizer)."""
-    model = build_model(name, info["input_shape"], info["num_classes"])
+def compile_classifier(model, optimizer="sgd"):
+    """`model` (logits out) compiled as `tfdist train` trains it: cross-entropy, accuracy."""
     model.compile(optimizer=optimizer,
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     return model
+
+
+def compiled_model(name: str, info: dict, optimizer="sgd"):
+    """`tfdist train`'s model for a pipeline's `info`, compiled for its classes (a plain copy, for
+    evaluation, with the default optimizer)."""
+    return compile_classifier(build_model(name, info["input_shape"], info["num_classes"]),
+                              optimizer)
