@@ -9,7 +9,7 @@
 #   TFDIST_BIN   the tfdist command (default: $PYTHON -u -m tfdist.cli.main)
 #   MODEL_DIR    run directory: checkpoints, metrics.json, model (default: runs/<job name>-<job id>,
 #                which a requeued job keeps); also the first positional argument
-#   PIPELINE (digits), MODEL (cnn), EPOCHS (10; parameter_server 20 with Adam, lr 0.001),
+#   PIPELINE (digits), MODEL (cnn), EPOCHS (tfdist train's: 10; parameter_server 20, with Adam),
 #   BATCH_SIZE (per replica),
 #   NUM_PS (parameter_server: 1), CPU_DEVICES (mirrored without GPUs: split the CPU)
 #   REQUEUE      1 (default): at the time-limit signal checkpoint, requeue, resume; 0: exit 75
@@ -97,13 +97,11 @@ tfdist_job() {
     fi
     [[ $strategy == parameter_server ]] && strategy_args+=(--num_ps="${NUM_PS:-1}")
     if [[ ${#command[@]} -eq 0 ]]; then
-        local epochs=10 optimizer=()
-        # Asynchronous updates are stale: Adam at a small rate tolerates that (SGD with momentum
-        # reached 0.95-0.99 on digits from run to run, Adam 0.978-0.983).
-        [[ $strategy == parameter_server ]] && epochs=20 && optimizer=(--optimizer=adam --lr=0.001)
+        # Epochs, optimizer and rate: tfdist train's per-strategy defaults (parameter_server:
+        # 20 epochs of Adam at 0.001) unless EPOCHS or flags after MODEL_DIR say otherwise.
         command=("${tfdist[@]}" train "${strategy_args[@]}" --model_dir="$MODEL_DIR"
-            --pipeline="${PIPELINE:-digits}" --model="${MODEL:-cnn}" --epochs="${EPOCHS:-$epochs}"
-            "${optimizer[@]}")
+            --pipeline="${PIPELINE:-digits}" --model="${MODEL:-cnn}")
+        [[ -n ${EPOCHS:-} ]] && command+=(--epochs="$EPOCHS")
         [[ -n ${BATCH_SIZE:-} ]] && command+=(--batch_size="$BATCH_SIZE")
         [[ -n ${CPU_DEVICES:-} ]] && command+=(--cpu_devices="$CPU_DEVICES")
         command+=("${train_args[@]}")

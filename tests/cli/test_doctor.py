@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 
+from importlib.metadata import version
+
 import pytest
 
 from tests.cluster.test_slurm import step
@@ -355,6 +357,8 @@ def test_node_local_model_dir_on_several_nodes_is_a_warning():
 
 
 TF_OK = {"tensorflow": "2.18.1", "tf_keras": "2.18.0", "tf_gpus": 0}
+# The TensorFlow of the venv under test (2.18 for make test, the newest for make test-newest).
+TF_MINOR = ".".join(version("tensorflow").split(".")[:2])
 
 
 @pytest.mark.parametrize("probe,strategy,status,text", [
@@ -385,6 +389,10 @@ def test_check_horovod(probe, strategy, status, text):
     (TF_OK, 0, "ok", "TensorFlow 2.18.1, tf.keras is tf-keras 2.18.0, 0 GPU(s) in TensorFlow"),
     (dict(TF_OK, tf_keras="2.19.0"), 0, "warn", "pip install 'tf-keras~=2.18.0'"),
     (TF_OK, 4, "warn", "TensorFlow sees 0 of the 4 GPU(s) this task has"),
+    (TF_OK, 4, "warn", "pip install 'tensorflow[and-cuda]~=2.18.0'"),
+    (dict(TF_OK, tensorflow="2.21.0", tf_keras="2.21.0"), 0, "ok", "TensorFlow 2.21.0"),
+    (dict(TF_OK, tensorflow="2.15.1",
+          tf_keras="2.15.1"), 0, "warn", "tested with TensorFlow 2.16-2.21"),
     ({
         "probe_error": "python exited with status -11 while importing tfdist and TensorFlow (x)"
     }, 0, "PROBLEM", "status -11"),
@@ -401,8 +409,8 @@ def test_check_tensorflow(probe, gpus, status, text):
 def test_tensorflow_and_horovod_load(tmp_path):
     r = run_doctor({}, "--strategy=horovod", f"--model_dir={tmp_path}", timeout=300)
     [tf_line] = lines(r, "tensorflow")
-    assert tf_line.startswith("ok       tensorflow: TensorFlow 2.18."), r.stdout
-    assert "tf.keras is tf-keras 2.18." in tf_line
+    assert tf_line.startswith(f"ok       tensorflow: TensorFlow {TF_MINOR}."), r.stdout
+    assert f"tf.keras is tf-keras {TF_MINOR}." in tf_line
     [hvd_line] = lines(r, "horovod")
     if "horovod_missing" in hvd_line or "not installed" in hvd_line:
         assert r.returncode == 1 and hvd_line.startswith("PROBLEM  horovod: Horovod is not")
@@ -422,8 +430,9 @@ def test_tf_keras_missing(tmp_path):
     [line] = lines(r, "tensorflow")
     assert line.startswith("PROBLEM  tensorflow: TensorFlow with tf-keras does not load: "
                            "ImportError: Keras cannot be imported."), r.stdout
-    assert line.endswith("pip install 'tensorflow~=2.18.0' 'tf-keras~=2.18.0' (or pip install "
-                         "tfdist).")
+    assert line.endswith("tfdist needs TensorFlow 2.16-2.21 with the tf-keras of the same minor: "
+                         "pip install 'tensorflow~=2.18.0' 'tf-keras~=2.18.0' (tfdist's default), "
+                         "or pip install tfdist beside your TensorFlow.")
 
 
 @pytest.mark.slow
@@ -451,7 +460,7 @@ def test_broken_horovod_with_strategy_horovod(tmp_path):
      ).write_text("raise ImportError('undefined symbol: _ZN10tensorflow8OpKernel (test_doctor)')\n")
     r = run_doctor({}, "--strategy=horovod", "--skip=hosts", pythonpath=tmp_path, timeout=300)
     assert r.returncode == 1
-    assert lines(r, "tensorflow")[0].startswith("ok       tensorflow: TensorFlow 2.18.")
+    assert lines(r, "tensorflow")[0].startswith(f"ok       tensorflow: TensorFlow {TF_MINOR}.")
     assert lines(r, "horovod") == [
         "PROBLEM  horovod: Cannot import horovod.tensorflow.keras (undefined symbol: "
         "_ZN10tensorflow8OpKernel (test_doctor)). " + INSTALL_HINT

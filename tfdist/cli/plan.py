@@ -70,7 +70,7 @@ def make_plan() -> dict:
             for d in _INPUT_SHAPE.value) if _INPUT_SHAPE.value else tuple(info["input_shape"])
         classes = _NUM_CLASSES.value or info["num_classes"]
     model = build_model(FLAGS.model, shape, classes)
-    optimizer = make_optimizer(FLAGS.optimizer, FLAGS.lr)
+    optimizer = make_optimizer(_optimizer(), _lr())
     if FLAGS.mixed_precision == "mixed_float16":  # what compile does: dynamic loss scaling
         optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
     mem = memory.model_memory(model, optimizer)
@@ -93,7 +93,7 @@ def make_plan() -> dict:
         "num_classes":
         classes,
         "optimizer":
-        FLAGS.optimizer,
+        _optimizer(),
         "mixed_precision":
         FLAGS.mixed_precision,
         "batch_size":
@@ -115,11 +115,11 @@ def make_plan() -> dict:
         "replicas": [{
             "replicas": n,
             "global_batch_size": batch * n,
-            "lr_linear": scale_lr(FLAGS.lr, n, "linear"),
-            "lr_sqrt": scale_lr(FLAGS.lr, n, "sqrt"),
+            "lr_linear": scale_lr(_lr(), n, "linear"),
+            "lr_sqrt": scale_lr(_lr(), n, "sqrt"),
         } for n in (int(r) for r in _REPLICAS.value)],
         "lr":
-        FLAGS.lr,
+        _lr(),
     }
     if _MEASURE.value:
         device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
@@ -210,3 +210,15 @@ def main(argv: list[str]) -> None:
 
 def run(argv: list[str]) -> None:
     run_command(main, argv, sys.modules[__name__], train_cli, tfdist_flags)
+
+
+def _optimizer() -> str:
+    from tfdist.train.config import strategy_defaults
+
+    return FLAGS.optimizer or strategy_defaults(FLAGS.strategy)["optimizer"]
+
+
+def _lr() -> float:
+    from tfdist.train.config import strategy_defaults
+
+    return FLAGS.lr if FLAGS.lr is not None else strategy_defaults(FLAGS.strategy)["lr"]

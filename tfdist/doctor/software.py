@@ -8,6 +8,9 @@ from typing import Any
 
 from tfdist.doctor.result import INFO, OK, PROBLEM, SKIP, WARN, Result
 
+# setup.cfg's TensorFlow range: each minor tested (make test, make test-newest, make test-range).
+SUPPORTED_TF = ("2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
+
 
 def check_tensorflow(probe: Mapping[str, Any], gpus: int = 0) -> Result:
     """TensorFlow loads with tf-keras as tf.keras; sees the GPUs the node shows."""
@@ -23,22 +26,28 @@ def check_tensorflow(probe: Mapping[str, Any], gpus: int = 0) -> Result:
             todo = ("Something imports TensorFlow with Keras 3 before tfdist (a sitecustomize, "
                     "PYTHONSTARTUP or a wrapper): remove it or `export TF_USE_LEGACY_KERAS=1`.")
         else:
-            todo = ("tfdist needs TensorFlow 2.18 with tf-keras 2.18: "
-                    "pip install 'tensorflow~=2.18.0' 'tf-keras~=2.18.0' (or pip install tfdist).")
+            todo = ("tfdist needs TensorFlow 2.16-2.21 with the tf-keras of the same minor: "
+                    "pip install 'tensorflow~=2.18.0' 'tf-keras~=2.18.0' (tfdist's default), or "
+                    "pip install tfdist beside your TensorFlow.")
         return Result("tensorflow", PROBLEM, f"TensorFlow with tf-keras does not load: {error}. "
                       f"{todo}")
     tf_version, keras_version = probe["tensorflow"], probe["tf_keras"]
     versions = f"TensorFlow {tf_version}, tf.keras is tf-keras {keras_version}"
+    minor = ".".join(tf_version.split(".")[:2])
     if tf_version.split(".")[:2] != keras_version.split(".")[:2]:
-        minor = ".".join(tf_version.split(".")[:2])
         return Result(
             "tensorflow", WARN, f"{versions}: their versions differ; install the tf-keras "
             f"made for this TensorFlow: pip install 'tf-keras~={minor}.0'.")
+    if minor not in SUPPORTED_TF:
+        return Result(
+            "tensorflow", WARN, f"{versions}: tfdist is tested with TensorFlow "
+            f"{SUPPORTED_TF[0]}-{SUPPORTED_TF[-1]}; use one of those (pip install tfdist keeps "
+            "a TensorFlow in that range).")
     if gpus and probe.get("tf_gpus", 0) < gpus:
         return Result(
             "tensorflow", WARN, f"{versions}, but TensorFlow sees {probe['tf_gpus']} of the "
             f"{gpus} GPU(s) this task has: it would train on the CPU. Install a TensorFlow "
-            "built for CUDA (pip install 'tensorflow[and-cuda]~=2.18.0') or load the CUDA "
+            f"built for CUDA (pip install 'tensorflow[and-cuda]~={minor}.0') or load the CUDA "
             "modules your site needs.")
     return Result("tensorflow", OK, f"{versions}, {probe.get('tf_gpus', 0)} GPU(s) in TensorFlow")
 

@@ -42,6 +42,7 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
                      task_gpus=cfg.task_gpus,
                      gpu_memory_growth=cfg.gpu_memory_growth,
                      **cfg.engine_options)
+    cfg = cfg.for_strategy(rt.strategy_name)  # optimizer, lr, epochs: the strategy's defaults
     try:
         if rt.is_evaluator:
             return _evaluate(rt, cfg)
@@ -152,6 +153,7 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
     final = dict(test_loss=float(test_loss), test_accuracy=float(test_accuracy))
     return callbacks.summary.add(
         learning_rate=rt.scale_lr(cfg.lr),
+        optimizer=cfg.optimizer,
         model=cfg.model,
         mixed_precision=cfg.mixed_precision,
         pipeline=cfg.pipeline,
