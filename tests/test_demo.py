@@ -20,6 +20,9 @@ def test_make_demo_is_short_and_quiet(tmp_path):
     if Path(sys.prefix) != REPO / ".venv":
         pytest.skip(f"make demo runs {REPO}/.venv, not this Python ({sys.prefix})")
     env = clean_environ()
+    # As typed at a shell, not as a sub-make of `make test` (which prints "make[1]: ..." lines).
+    for name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+        env.pop(name, None)
     # Not part of the demo's output: a stale install would print pip's lines first.
     subprocess.run(["make", "-s", "install"], cwd=REPO, env=env, check=True, capture_output=True)
     r = subprocess.run(["make", "demo", f"DEMO_DIR={tmp_path / 'demo'}"],
