@@ -213,12 +213,12 @@ def run(argv: list[str]) -> None:
 
 
 def _optimizer() -> str:
-    from tfdist.train.config import strategy_defaults
+    from tfdist.train.config import given_or_default
 
-    return FLAGS.optimizer or strategy_defaults(FLAGS.strategy)["optimizer"]
+    return given_or_default("optimizer", FLAGS.optimizer, FLAGS.strategy)
 
 
 def _lr() -> float:
-    from tfdist.train.config import strategy_defaults
+    from tfdist.train.config import given_or_default
 
-    return FLAGS.lr if FLAGS.lr is not None else strategy_defaults(FLAGS.strategy)["lr"]
+    return given_or_default("lr", FLAGS.lr, FLAGS.strategy)

@@ -32,6 +32,7 @@ from tfdist.cli import flags as tfdist_flags
 from tfdist.cli import train as train_cli
 from tfdist.cli.command import run_command
 from tfdist.errors import ConfigError
+from tfdist.train.config import given_or_default
 
 FLAGS = flags.FLAGS
 
@@ -124,7 +125,7 @@ def config_from_flags(command: list[str], allocation):
                        timed_epochs=_TIMED_EPOCHS.value,
                        batch_size=FLAGS.batch_size,
                        global_batch_size=_GLOBAL_BATCH.value,
-                       lr=_lr(FLAGS.lr, FLAGS.strategy),
+                       lr=given_or_default("lr", FLAGS.lr, FLAGS.strategy),
                        lr_scaling=FLAGS.lr_scaling,
                        num_ps=FLAGS.num_ps,
                        train_args=train_args,
@@ -163,10 +164,3 @@ def main(argv: list[str]) -> None:
 
 def run(argv: list[str]) -> None:
     run_command(main, argv, sys.modules[__name__], train_cli, tfdist_flags)
-
-
-def _lr(lr, strategy):
-    """--lr, else the strategy's default rate (the one tfdist train would use)."""
-    from tfdist.train.config import strategy_defaults
-
-    return lr if lr is not None else strategy_defaults(strategy)["lr"]

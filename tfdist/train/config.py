@@ -24,6 +24,11 @@ def strategy_defaults(strategy: str) -> dict[str, Any]:
     return dict(BASE_DEFAULTS, **STRATEGY_DEFAULTS.get(strategy, {}))
 
 
+def given_or_default(name: str, value: Any, strategy: str) -> Any:
+    """A flag's value, else `strategy`'s default for it (optimizer, lr or epochs)."""
+    return value if value is not None else strategy_defaults(strategy)[name]
+
+
 @dataclasses.dataclass
 class TrainConfig:
     model: str = "cnn"
