@@ -5,6 +5,7 @@ import functools
 import sys
 
 from tfdist.errors import TfdistError
+from tfdist.keras3 import keras3_loaded
 
 
 class KerasVersionError(TfdistError, RuntimeError):
@@ -36,13 +37,6 @@ def require_legacy_keras():
 # Horovod's Keras API binds tf-keras). Engines not measured are refused too.
 KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage")
 _MARK = "_tfdist_keras3_guard"
-
-
-def keras3_loaded():
-    """The Keras 3 module when this process imported it (tfdist and TensorFlow never do)."""
-    keras = sys.modules.get("keras")
-    version = getattr(keras, "__version__", "")
-    return keras if version.startswith("3.") else None
 
 
 def guard_keras3_fit(engine_name: str) -> None:
