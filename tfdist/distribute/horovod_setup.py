@@ -143,21 +143,53 @@ def host_alloc_plan(cluster: Cluster) -> list:
     return plan
 
 
-class RendezvousService:
-    """Horovod's rendezvous HTTP server (the one horovodrun runs) on a fixed port, served from a
-    daemon thread: it ends with the process, or earlier with `stop()`."""
+def rendezvous_bind_address(cluster: Cluster, addr: str) -> str:
+    """The one IPv4 address of this host (rank 0's) that the rendezvous listens on: the address
+    the other ranks reach `addr` at, not every interface.
 
-    def __init__(self, cluster: Cluster, port: int, verbose: bool = False):
+    That is `addr` resolved here, unless it resolves to a loopback address while some ranks run
+    on other hosts (e.g. Debian's `127.0.1.1 HOSTNAME` line): then it is this host's address on
+    the route towards them.
+    """
+    try:
+        here = socket.gethostbyname(addr)
+    except OSError as err:
+        raise HorovodSetupError(f"Rank 0 cannot resolve its own host name {addr!r} ({err}), "
+                                "which the other ranks use to reach its Horovod rendezvous. "
+                                "Fix the node's name resolution (/etc/hosts or DNS).") from err
+    others = sorted({h for h in cluster.task_hosts if h != cluster.task_hosts[0]})
+    if not others or not here.startswith("127."):
+        return here
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((socket.gethostbyname(others[0]), 9))  # UDP: picks a route, sends nothing
+            return probe.getsockname()[0]
+    except OSError as err:
+        raise HorovodSetupError(
+            f"Rank 0's host name {addr!r} resolves to {here} here (loopback), and rank 0 finds "
+            f"no route to host {others[0]} of the other ranks ({err}). Fix the node's name "
+            "resolution so that its name gives the address the other nodes reach it at.") from err
+
+
+class RendezvousService:
+    """Horovod's rendezvous HTTP server (the one horovodrun runs) on one address and a fixed port,
+    served from a daemon thread: it ends with the process, or earlier with `stop()`.
+
+    Anyone who reaches the port can read and write its keys (Horovod's clients send no secret:
+    docs/security.md), so it listens only on the address the ranks use and only until every rank
+    has initialised Horovod (init_horovod stops it then)."""
+
+    def __init__(self, cluster: Cluster, host: str, port: int, verbose: bool = False):
         from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
         try:
-            # IPv4 on every interface: Horovod's HTTP client speaks IPv4 only.
-            self._httpd = RendezvousHTTPServer(("0.0.0.0", port), RendezvousHandler, verbose)
+            # IPv4: Horovod's HTTP client speaks IPv4 only.
+            self._httpd = RendezvousHTTPServer((host, port), RendezvousHandler, verbose)
         except OSError as err:
             raise HorovodSetupError(
-                f"Rank 0 cannot serve the Horovod rendezvous on port {port}: {err}. Another job "
-                "may use that port: choose another base port (--port, or TFDIST_PORT)") from err
-        self.port = port
+                f"Rank 0 cannot serve the Horovod rendezvous on port {port} of {host}: {err}. Another "
+                "job may use that port: choose another base port (--port, or TFDIST_PORT)") from err
+        self.host, self.port = host, port
         self._httpd.init(host_alloc_plan(cluster))
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": 0.2},
@@ -172,12 +204,15 @@ class RendezvousService:
         self._httpd.server_close()
 
 
-def serve_rendezvous(cluster: Cluster, port: int, verbose: bool = False) -> RendezvousService:
-    """Start the gloo rendezvous for `cluster` on this host's `port` (call it on rank 0 only)."""
+def serve_rendezvous(cluster: Cluster,
+                     port: int,
+                     verbose: bool = False,
+                     host: str = "127.0.0.1") -> RendezvousService:
+    """Start the gloo rendezvous for `cluster` on `host`:`port` of this host (rank 0 only)."""
     if cluster.rank != 0:
         raise HorovodSetupError(f"Only rank 0 serves the Horovod rendezvous; this is rank "
                                 f"{cluster.rank}.")
-    return RendezvousService(cluster, port, verbose)
+    return RendezvousService(cluster, host, port, verbose)
 
 
 def _url(addr: str, port: int, key: str) -> str:
@@ -317,7 +352,8 @@ def init_horovod(cluster: Cluster,
             port = int(env["HOROVOD_GLOO_RENDEZVOUS_PORT"])
             if cluster.rank == 0:
                 _stop_server()
-                _state["server"] = serve_rendezvous(cluster, port, verbose)
+                _state["server"] = serve_rendezvous(cluster, port, verbose,
+                                                    rendezvous_bind_address(cluster, addr))
             try:
                 check_in(cluster, addr, port, seconds)
             except HorovodSetupError:
