@@ -329,8 +329,10 @@ def init_horovod(cluster: Cluster,
 
     - horovodrun (or mpirun) made the environment: used as it is, `hvd.init()`.
     - otherwise (srun, `tfdist launch`): HOROVOD_* from `roles.horovod`, rank 0 serves the
-      rendezvous, every rank checks in (HorovodSetupError naming the missing ranks after `timeout`
-      s, default HOROVOD_GLOO_TIMEOUT_SECONDS or 30), then `hvd.init()`.
+      rendezvous on the address the other ranks reach it at, every rank checks in
+      (HorovodSetupError naming the missing ranks after `timeout` s, default
+      HOROVOD_GLOO_TIMEOUT_SECONDS or 30), then `hvd.init()`, and rank 0 stops the rendezvous
+      once every rank has initialised (unless dynamic process sets or elastic mode need it).
     Then checks that Horovod's rank and size are the cluster's (or horovodrun's).
     """
     hvd = _state["hvd"]
@@ -338,6 +340,7 @@ def init_horovod(cluster: Cluster,
         return hvd
     hvd = import_horovod_keras()
     seconds = _timeout(timeout, os.environ)
+    own_rendezvous = False
     if horovodrun_environment(cluster=cluster):
         log.info("Horovod: using the environment of horovodrun/mpirun as it is.")
         expected = None
@@ -360,6 +363,7 @@ def init_horovod(cluster: Cluster,
                 _stop_server()
                 raise
         expected = (cluster.rank, cluster.world_size)
+        own_rendezvous = cluster.world_size > 1
         hvd.init()
     if expected is not None and (hvd.rank(), hvd.size()) != expected:
         got = (hvd.rank(), hvd.size())
@@ -367,10 +371,36 @@ def init_horovod(cluster: Cluster,
         raise HorovodSetupError(
             f"Horovod started as rank {got[0]} of {got[1]}, but this task is rank {expected[0]} "
             f"of {expected[1]}. Is this Horovod built with gloo (`horovodrun --check-build`)?")
+    if own_rendezvous:
+        _close_rendezvous(hvd)
     _state["hvd"] = hvd
     log.info("Horovod rank %d of %d (local rank %d of %d) ready.", hvd.rank(), hvd.size(),
              hvd.local_rank(), hvd.local_size())
     return hvd
+
+
+# Horovod needs its rendezvous after hvd.init() only to add process sets later, or to re-form the
+# rings of an elastic job (measured: docs/security.md).
+RENDEZVOUS_AFTER_INIT = ("HOROVOD_DYNAMIC_PROCESS_SETS", "HOROVOD_ELASTIC")
+
+
+def _close_rendezvous(hvd) -> None:
+    """Every rank: wait until all ranks have initialised Horovod (then no rank talks to the
+    rendezvous any more: each ends its gloo rendezvous with a barrier and a last DELETE before its
+    hvd.init() returns), then rank 0 stops serving it. Kept for a job that needs it later."""
+    import tensorflow as tf
+
+    later = [v for v in RENDEZVOUS_AFTER_INIT if os.environ.get(v, "").lower() in ("1", "true")]
+    if later:
+        if _state["server"] is not None:
+            log.info("Horovod rendezvous kept open for the whole job: %s is set.", later[0])
+        return
+    hvd.allreduce(tf.constant(0.0), name="tfdist_rendezvous_done", op=hvd.Sum)
+    if _state["server"] is not None:
+        server = _state["server"]
+        _stop_server()
+        log.debug("Horovod rendezvous on %s:%d closed: every rank has initialised.", server.host,
+                  server.port)
 
 
 def _stop_server() -> None:
