@@ -40,7 +40,7 @@ def submit(slurm, jobdir: Path, script: str, *args: str, sbatch=(), env=None) ->
     return proc.stdout.strip().split(";")[0]
 
 
-def run(slurm, jobdir, script, *args, sbatch=(), env=None, timeout=300):
+def run(slurm, jobdir, script, *args, sbatch=(), env=None, timeout=600):
     return slurm.wait(submit(slurm, jobdir, script, *args, sbatch=sbatch, env=env), jobdir, timeout)
 
 
