@@ -66,6 +66,7 @@ def test_one_failure_stops_the_others_and_is_the_exit_status():
                'if [ "$TFDIST_LAUNCH_RANK" = 2 ]; then exit 7; fi; sleep 3600')
     assert r.returncode == 7
     assert "rank 2 exited with status 7; stopping the other 2 process(es)" in r.stderr
+    assert_nothing_left()
     assert time.monotonic() - start < 300  # also launch()'s timeout
 
 

@@ -187,8 +187,9 @@ class RendezvousService:
             self._httpd = RendezvousHTTPServer((host, port), RendezvousHandler, verbose)
         except OSError as err:
             raise HorovodSetupError(
-                f"Rank 0 cannot serve the Horovod rendezvous on port {port} of {host}: {err}. Another "
-                "job may use that port: choose another base port (--port, or TFDIST_PORT)") from err
+                f"Rank 0 cannot serve the Horovod rendezvous on port {port} of {host}: {err}. "
+                "Another job may use that port: choose another base port (--port, or "
+                "TFDIST_PORT)") from err
         self.host, self.port = host, port
         self._httpd.init(host_alloc_plan(cluster))
         self._thread = threading.Thread(target=self._httpd.serve_forever,

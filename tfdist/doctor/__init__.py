@@ -102,6 +102,7 @@ def summary(results: list[Result]) -> str:
 
 __all__ = [
     "CHECKS", "INFO", "OK", "PROBLEM", "SKIP", "WARN", "Result", "check_cluster", "check_gpus",
-    "check_horovod", "check_hosts", "check_network", "check_model_dir", "check_port", "check_tensorflow",
-    "finish_probe", "gpus_requested", "gpus_seen", "run_checks", "start_probe", "summary"
+    "check_horovod", "check_hosts", "check_network", "check_model_dir", "check_port",
+    "check_tensorflow", "finish_probe", "gpus_requested", "gpus_seen", "run_checks", "start_probe",
+    "summary"
 ]
