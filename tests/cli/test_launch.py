@@ -70,6 +70,15 @@ def test_one_failure_stops_the_others_and_is_the_exit_status():
     assert time.monotonic() - start < 300  # also launch()'s timeout
 
 
+def test_what_a_rank_leaves_in_its_group_is_stopped_after_grace():
+    # The rank ends at once, leaving a child that ignores SIGTERM: SIGKILL after --grace.
+    r = launch("-n", "2", "--grace=1", "--", "bash", "-c",
+               "(trap '' TERM; exec sleep 600) & echo started")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("started") == 2
+    assert_nothing_left()
+
+
 CHILD = """
 import signal, sys, time
 def bye(signum, frame):

@@ -22,6 +22,7 @@ Standard library only: it starts before every rank, so it must start fast.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -59,7 +60,7 @@ def _stop_group(grace: float) -> None:
     """SIGTERM to the group, then SIGKILL to whatever of it is left after `grace` seconds."""
     os.killpg(os.getpgrp(), signal.SIGTERM)  # the guard's own handler ignores it
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and _group_members() != []:
+    while time.monotonic() < deadline and _group_members():  # unknown (None): no wait
         time.sleep(0.1)
     for pid in _group_members() or ():
         try:
@@ -98,6 +99,7 @@ def _relay(source: int) -> None:
 
 def _exit_like(status: int) -> None:
     if status < 0:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the rank's core dump, if any, is enough
         signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
         time.sleep(1)  # a signal whose default is to be ignored: fall through
