@@ -509,8 +509,10 @@ def test_doctor_in_a_real_batch_job(slurm, jobdir):  # noqa: F811
                                   f"on {node} (node {rank + 1} of 2"), out
         assert mine[1].startswith("ok       port: ") and f"free on {node} (rank {rank})" in mine[1]
         assert mine[2] == "ok       hosts: 2 node name(s) resolve: tfdist-node1, tfdist-node2"
+        assert mine[3].startswith("info     network: 2 nodes: every task runs TensorFlow's gRPC "
+                                  "server"), out
         # The test cluster's nodes share this machine's /tmp; on a real cluster it is not shared.
-        assert mine[4].startswith(f"warn     model_dir: {jobdir}/run will be created in {jobdir} "
+        assert mine[5].startswith(f"warn     model_dir: {jobdir}/run will be created in {jobdir} "
                                   "(writable), but it is under /tmp, which is usually node-local")
         assert mine[-1].startswith("tfdist doctor: no problems")
     batch = job.read("batch.out")

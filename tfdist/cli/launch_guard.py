@@ -100,7 +100,8 @@ def _relay(source: int) -> None:
 def _exit_like(status: int) -> None:
     if status < 0:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the rank's core dump, if any, is enough
-        signal.signal(-status, signal.SIG_DFL)
+        if -status in _PASSED_BY:  # handled above; SIGKILL's and SIGSTOP's cannot be changed
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
         time.sleep(1)  # a signal whose default is to be ignored: fall through
     sys.exit(128 - status if status < 0 else status)
