@@ -96,7 +96,7 @@ test-range:
 	PYTHON=$(PYTHON) bash tools/check_tf_range.sh
 
 # Benchmarks (bench/, not tests): JSON + PNG per benchmark in bench/results/, a summary table at
-# the end. Needs Horovod and the `bench` extra (matplotlib); about 20 minutes on 2 cores.
+# the end. Needs Horovod and the `bench` extra (matplotlib); about 10-17 minutes on 2 cores.
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	touch $@
