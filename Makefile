@@ -11,7 +11,7 @@ NEWEST_STAMP := $(NEWEST)/.tfdist-installed
 HOROVOD_STAMP := $(VENV)/.horovod-installed
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP := $(VENV)/.docs-installed
-SRC    := tfdist pipelines tests bench jobs
+SRC    := tfdist pipelines tests bench jobs tools/docs
 
 .PHONY: help install test test-fast test-newest test-range lint format clean
 .PHONY: slurm-up slurm-down

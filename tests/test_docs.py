@@ -82,11 +82,15 @@ def test_every_public_name_is_in_the_api_reference(site):
 
     page = (site / "reference" / "api" / "index.html").read_text()
     ids = set(re.findall(r'id="([\w.]+)"', page))
-    wanted = ["tfdist.init", "tfdist.TfdistError", "tfdist.runtime.init", "pipelines.load_pipeline",
-              "pipelines.digits.info", "pipelines.digits.dataset",
-              "tfdist.train.callbacks.training_callbacks", "tfdist.train.preemption.Preempted",
-              "tfdist.train.checkpoint.Resume", "tfdist.cli.flags.init_from_flags"]
-    wanted += [f"tfdist.runtime.Runtime.{name}" for name in vars(Runtime) if not name.startswith("_")]
+    wanted = [
+        "tfdist.init", "tfdist.TfdistError", "tfdist.runtime.init", "pipelines.load_pipeline",
+        "pipelines.digits.info", "pipelines.digits.dataset",
+        "tfdist.train.callbacks.training_callbacks", "tfdist.train.preemption.Preempted",
+        "tfdist.train.checkpoint.Resume", "tfdist.cli.flags.init_from_flags"
+    ]
+    wanted += [
+        f"tfdist.runtime.Runtime.{name}" for name in vars(Runtime) if not name.startswith("_")
+    ]
     wanted += [f"tfdist.data.{name}" for name in tfdist.data.__all__]
     missing = [name for name in wanted if name not in ids]
     assert not missing, f"public names without an entry in the API reference: {missing}"

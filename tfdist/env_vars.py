@@ -38,9 +38,8 @@ def _var(name: str, set_by: str, default: str, meaning: str) -> EnvVar:
 VERBOSE = _var(
     "TFDIST_VERBOSE", USER, "0", "`1`: show everything (TensorFlow's C++ and Python logging, "
     "every task's lines), as `--verbosity=1` does for one command; also for your own script.")
-PORT = _var(
-    "TFDIST_PORT", USER, "derived from the Slurm job id (20000–31999)",
-    "Base port: each task listens on this + its local rank. `--port` wins over it.")
+PORT = _var("TFDIST_PORT", USER, "derived from the Slurm job id (20000–31999)",
+            "Base port: each task listens on this + its local rank. `--port` wins over it.")
 REQUEUE = _var(
     "TFDIST_REQUEUE", USER, "off (`0`); the `jobs/` scripts export `1`",
     "`1`: when preempted (SIGTERM/SIGUSR1), rank 0 runs `scontrol requeue` after the "
@@ -49,9 +48,8 @@ CACHE = _var(
     "TFDIST_CACHE", USER, "`~/.cache/tfdist`",
     "Where bundled pipelines keep prepared data (e.g. digits' TFRecords) when no "
     "`--data_dir` is given.")
-BIN = _var(
-    "TFDIST_BIN", USER, "`$PYTHON -u -m tfdist.cli.main`",
-    "`jobs/` scripts: the `tfdist` command to run instead of the one of `$PYTHON`.")
+BIN = _var("TFDIST_BIN", USER, "`$PYTHON -u -m tfdist.cli.main`",
+           "`jobs/` scripts: the `tfdist` command to run instead of the one of `$PYTHON`.")
 JOBS_DIR = _var(
     "TFDIST_JOBS_DIR", USER, "the folder of the batch script",
     "`jobs/` scripts: where `common.sh` and `task.sh` are, for a copy of a script kept "
@@ -62,8 +60,7 @@ PREEMPT_GRACE = _var(
     "rank 0 to finish its checkpoint and requeue before srun may end the step.")
 
 # Set by tfdist for the processes it starts or configures.
-LAUNCH_RANK = _var("TFDIST_LAUNCH_RANK", TFDIST, "",
-                   "`tfdist launch`: this process's rank.")
+LAUNCH_RANK = _var("TFDIST_LAUNCH_RANK", TFDIST, "", "`tfdist launch`: this process's rank.")
 LAUNCH_WORLD_SIZE = _var("TFDIST_LAUNCH_WORLD_SIZE", TFDIST, "",
                          "`tfdist launch`: the number of processes.")
 LAUNCH_PORT = _var("TFDIST_LAUNCH_PORT", TFDIST, "",

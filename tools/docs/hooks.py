@@ -30,12 +30,13 @@ def _cell(text: str) -> str:
 
 
 def _command(name: str) -> dict:
-    out = subprocess.run([sys.executable, str(REPO / "tools" / "docs" / "cli_flags.py"), name],
-                         cwd=REPO,
-                         capture_output=True,
-                         text=True,
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-                         timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "docs" / "cli_flags.py"), name],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"tools/docs/cli_flags.py {name} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout)
@@ -65,8 +66,10 @@ def cli_page(commands: list[dict]) -> str:
         "them all). A flag is given as `--name=value`; a boolean as `--name` or `--noname`.", "",
         "| command | what it does |", "|---|---|"
     ]
-    lines += [f"| [`tfdist {c['command']}`](#tfdist-{c['command']}) | {_cell(c['summary'])} |"
-              for c in commands]
+    lines += [
+        f"| [`tfdist {c['command']}`](#tfdist-{c['command']}) | {_cell(c['summary'])} |"
+        for c in commands
+    ]
     for c in commands:
         lines += ["", f"## tfdist {c['command']}", "", _cell(c["summary"]).capitalize() + ".", ""]
         lines += ["```text", c["doc"].strip(), "```", ""]
@@ -97,8 +100,10 @@ def environment_page() -> str:
         "explained where they matter: [Slurm and GPUs](../slurm.md), [Horovod](../horovod.md)."
     ]
     for set_by, title, intro in groups:
-        lines += ["", f"## {title}", "", intro, "", "| variable | default | what it does |",
-                  "|---|---|---|"]
+        lines += [
+            "", f"## {title}", "", intro, "", "| variable | default | what it does |",
+            "|---|---|---|"
+        ]
         for var in env.VARIABLES:
             if var.set_by == set_by:
                 lines.append(f"| `{var.name}` | {var.default} | {var.meaning} |")
