@@ -94,6 +94,15 @@ TEST_EXIT_AFTER_STEP = _var(
     "TFDIST_TEST_EXIT_AFTER_STEP", TOOLS, "",
     "Tests only: every task exits (status 3) right after the checkpoint of global step N, so a "
     "test stops a run at a known mid-epoch step. Not a user setting.")
+TEST_EXIT_WHILE_SAVING = _var(
+    "TFDIST_TEST_EXIT_WHILE_SAVING", TOOLS, "",
+    "Tests only: the chief exits in the middle of writing the checkpoint of global step N, as a "
+    "crash mid-write would. Not a user setting.")
+TEST_PAUSE_AFTER_STEP = _var(
+    "TFDIST_TEST_PAUSE_AFTER_STEP", TOOLS, "",
+    "Tests only: `N` or `N:FILE`: every task waits at its first preemption check at or after "
+    "global step N until it is signalled (or FILE exists), so a test signals a run that is "
+    "certainly still training. Not a user setting.")
 WHEEL_CACHE = _var("TFDIST_WHEEL_CACHE", TOOLS, "`~/.cache/tfdist/wheels`",
                    "`tools/build_horovod_wheel.sh` (`make horovod`): where built wheels are kept.")
 HOROVOD_ANY_TF = _var(
