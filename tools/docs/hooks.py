@@ -14,6 +14,7 @@ import concurrent.futures
 import html
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,17 +45,37 @@ def _command(name: str) -> dict:
 
 def _kind(flag: dict) -> str:
     if flag["values"]:
-        kind = " \\| ".join(f"`{v}`" for v in flag["values"])
+        kind = "one of " + ", ".join(f"`{v}`" for v in flag["values"])
     elif flag["boolean"]:
-        kind = "bool"
+        kind = "boolean"
     else:
         kind = flag["type"]
-    if flag["multi"]:
-        kind += " (repeat the flag)"
     lo, hi = flag["lower_bound"], flag["upper_bound"]
-    if lo is not None or hi is not None:
-        kind += f", {lo if lo is not None else '…'}–{hi if hi is not None else '…'}"
+    if lo is not None and hi is not None:
+        kind += f" in {lo}..{hi}"
+    elif lo is not None:
+        kind += f" ≥ {lo}"
+    elif hi is not None:
+        kind += f" ≤ {hi}"
+    if flag["multi"]:
+        kind += "; repeat the flag for several"
     return kind
+
+
+def _flag_item(flag: dict) -> str:
+    name = f"**`--{flag['name']}`**" + (f" (`-{flag['short_name']}`)" if flag["short_name"] else "")
+    default = "" if flag["default"] in (None, "") else f", default `{_text(flag['default'])}`"
+    # absl starts the help of an enum with its values ("<a|b>: ..."), said already.
+    help_text = re.sub(r"^<[^>]*>:\s*", "", " ".join(flag["help"].split()))
+    # ... and a multi flag's with this, said already too.
+    help_text = help_text.replace(";  repeat this option to specify a list of values", "")
+    help_text = help_text.replace("; repeat this option to specify a list of values", "")
+    return f"- {name} — {_kind(flag)}{default}.  \n  {_text(help_text)}"
+
+
+def _text(text: str) -> str:
+    """Plain text for Markdown: no raw HTML."""
+    return html.escape(str(text), quote=False)
 
 
 def cli_page(commands: list[dict]) -> str:
@@ -71,13 +92,10 @@ def cli_page(commands: list[dict]) -> str:
         for c in commands
     ]
     for c in commands:
-        lines += ["", f"## tfdist {c['command']}", "", _cell(c["summary"]).capitalize() + ".", ""]
+        summary = _text(c["summary"])
+        lines += ["", f"## tfdist {c['command']}", "", summary[:1].upper() + summary[1:] + ".", ""]
         lines += ["```text", c["doc"].strip(), "```", ""]
-        lines += ["| flag | default | values | what it does |", "|---|---|---|---|"]
-        for f in c["flags"]:
-            name = f"`--{f['name']}`" + (f" (`-{f['short_name']}`)" if f["short_name"] else "")
-            default = "" if f["default"] in (None, "") else f"`{_cell(f['default'])}`"
-            lines.append(f"| {name} | {default} | {_kind(f)} | {_cell(f['help'])} |")
+        lines += [_flag_item(f) for f in c["flags"]]
     return "\n".join(lines) + "\n"
 
 
