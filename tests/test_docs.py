@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds the site and runs every command's --help
 pytest.importorskip("mkdocs", reason="the docs extra is not installed: `make docs` installs it")
 
 from tfdist import env_vars  # noqa: E402
