@@ -69,7 +69,7 @@ def help_flags(command: str) -> list[str]:
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_every_flag_of_the_command_is_in_the_cli_reference(site, command):
-    page = (site / "reference" / "cli" / "index.html").read_text()
+    page = (site / "reference" / "cli.html").read_text()
     text = html.unescape(re.sub(r"<[^>]+>", " ", section(page, f"tfdist-{command}")))
     missing = [name for name in help_flags(command) if f"--{name}" not in text]
     assert not missing, f"tfdist {command}: flags in --help but not in the CLI reference: {missing}"
@@ -81,7 +81,7 @@ def test_every_public_name_is_in_the_api_reference(site):
     from tfdist.runtime import Runtime
     from tfdist.train.callbacks import training_callbacks
 
-    page = (site / "reference" / "api" / "index.html").read_text()
+    page = (site / "reference" / "api.html").read_text()
     ids = set(re.findall(r'id="([\w.]+)"', page))
     wanted = [
         "tfdist.init", "tfdist.TfdistError", "tfdist.runtime.init", "pipelines.load_pipeline",
@@ -112,7 +112,7 @@ def test_every_tfdist_variable_is_in_the_registry_and_the_docs(site):
                 used |= set(re.findall(r"\bTFDIST_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
     registered = {var.name for var in env_vars.VARIABLES}
     assert sorted(used - registered - NOT_VARIABLES) == [], "add them to tfdist/env_vars.py"
-    page = text_of(site / "reference" / "environment" / "index.html")
+    page = text_of(site / "reference" / "environment.html")
     assert [name for name in registered if name not in page] == []
 
 
