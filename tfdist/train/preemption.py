@@ -26,6 +26,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfdist import env_vars
 from tfdist.cluster.slurm import RequeueFailed
 from tfdist.cluster.slurm import requeue as requeue_job
 from tfdist.errors import ConfigError
@@ -35,7 +36,7 @@ log = logging.getLogger("tfdist")
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL, "try again": the run is resumable from its checkpoint
-PAUSE_AFTER_STEP = "TFDIST_TEST_PAUSE_AFTER_STEP"  # test-only, see the module docstring
+PAUSE_AFTER_STEP = env_vars.TEST_PAUSE_AFTER_STEP.name  # test-only, see the module docstring
 
 _caught: dict[str, Optional[int]] = {"signal": None}
 
