@@ -12,6 +12,7 @@ import time
 from typing import Any, Optional
 
 import tensorflow as tf
+from tensorflow.python.eager import context  # the coordination service's key-value store
 
 from tfdist.cluster import check_port_free
 from tfdist.cluster.tf_config import ordered_tasks
@@ -160,6 +161,7 @@ class MultiWorkerEngine(_ClusterEngine):
                 "tfdist.init() right after the imports, before loading data or building the "
                 "model.") from None
         self._gather_fn = None
+        self._barriers = 0
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         if self._gather_fn is None:
@@ -177,7 +179,26 @@ class MultiWorkerEngine(_ClusterEngine):
         return [[float(v) for v in row] for row in gathered[::per_task]]
 
     def barrier(self) -> None:
+        """A collective, then a hand-shake through the coordination service that rank 0 hosts:
+        the others return once rank 0 has passed the collective, rank 0 once they all have. A
+        collective alone lets a task return (and exit) while a peer still pulls its part of the
+        collective from it, and that peer then fails with "Lost worker" (seen under load)."""
         self.gather_floats([0.0])
+        ctx = context.context()
+        if ctx.coordination_service is None or self.cluster.world_size < 2:
+            return
+        self._barriers += 1
+        key = f"tfdist/barrier/{self._barriers}"
+        if self.is_chief:
+            ctx.set_config_key_value(f"{key}/passed", "1")
+            for rank in range(1, self.cluster.world_size):
+                ctx.get_config_key_value(f"{key}/{rank}")  # blocks until that rank has passed
+        else:
+            ctx.get_config_key_value(f"{key}/passed")
+            try:
+                ctx.set_config_key_value(f"{key}/{self.cluster.rank}", "1")
+            except tf.errors.OpError:
+                pass  # rank 0 has seen it and may leave before its answer reaches us
 
 
 class ParameterServerEngine(_ClusterEngine):
