@@ -35,7 +35,7 @@ def require_legacy_keras():
 # "Attempt to convert a value (PerReplica...)" on plain and distributed datasets alike,
 # keras-team/keras#20585; ParameterServer is not supported by Keras 3, keras-team/keras#18624;
 # Horovod's Keras API binds tf-keras). Engines not measured are refused too.
-KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage")
+KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage", "horovod")
 _MARK = "_tfdist_keras3_guard"
 
 

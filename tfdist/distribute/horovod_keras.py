@@ -17,11 +17,16 @@ Horovod 0.28.1's `LearningRateScheduleCallback` (and so `LearningRateWarmupCallb
 have no effect and the call fails (`'float' object has no attribute 'dtype'`). The callback then
 skips it with a warning; the learning rate itself is scheduled as Horovod intends.
 
+The same API also takes Keras 3 objects (`import keras`): `DistributedOptimizer` of a Keras 3
+optimizer, and the callbacks when their model is a Keras 3 model, go to tfdist.keras3.horovod
+(Horovod's own code calls Keras 2 optimizer hooks and `var.ref()`, which Keras 3 lacks).
+
 Nothing here imports TensorFlow or Horovod at import time: `import tfdist` stays cheap.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -93,7 +98,10 @@ def _keras_is_tf_keras() -> Iterator[None]:
 def _after_exec(module) -> None:
     setattr(module, _MARK, True)
     if module.__name__ == "horovod._keras.callbacks":
+        _callbacks_take_keras3_models(module)
         _skip_float_momentum_correction(module)
+    elif module.__name__ == "horovod.tensorflow.keras":
+        _optimizer_takes_keras3(module)
 
 
 class _TfKerasLoader(importlib.abc.Loader):
@@ -168,6 +176,80 @@ def _tf_keras_is_keras3() -> bool:
     return bool(state.get("_tfll_initialized")) and state.get("_tfll_keras_version") == "keras_3"
 
 
+def _optimizer_takes_keras3(module) -> None:
+    """hvd.DistributedOptimizer of a Keras 3 optimizer: tfdist.keras3.horovod's."""
+    keras2 = module.DistributedOptimizer
+
+    @functools.wraps(keras2)
+    def DistributedOptimizer(optimizer, *args, **kwargs):
+        from tfdist.keras3 import is_keras3
+
+        if is_keras3(optimizer):
+            from tfdist.keras3.horovod import distributed_optimizer
+
+            return distributed_optimizer(optimizer, *args, **kwargs)
+        return keras2(optimizer, *args, **kwargs)
+
+    module.DistributedOptimizer = DistributedOptimizer
+
+
+def _callbacks_take_keras3_models(impl) -> None:
+    """Horovod's callback implementations, where they touch Keras objects, dispatch to
+    tfdist.keras3.horovod when the callback's model (or the variable) is a Keras 3 one.
+    MetricAverageCallback needs nothing: it reduces the numbers in `logs`."""
+    from tfdist.keras3 import is_keras3
+
+    def keras3():
+        from tfdist.keras3 import horovod
+
+        return horovod
+
+    def dispatch(cls, name, keras3_method, on=lambda self, *args: self.model):
+        keras2_method = getattr(cls, name)
+
+        @functools.wraps(keras2_method)
+        def method(self, *args, **kwargs):
+            if is_keras3(on(self, *args)):
+                return keras3_method(self, *args, **kwargs)
+            return keras2_method(self, *args, **kwargs)
+
+        setattr(cls, name, method)
+
+    bcast = impl.BroadcastGlobalVariablesCallbackImpl
+    dispatch(bcast,
+             "register_local_var",
+             lambda self, var: self._local_vars.add(keras3().local_variable_ref(var)),
+             on=lambda self, var: var)
+    dispatch(bcast, "on_batch_end",
+             lambda self, batch, logs=None: keras3().broadcast_model_and_optimizer(self))
+
+    schedule = impl.LearningRateScheduleCallbackImpl
+
+    def on_train_begin(self, logs=None):
+        if self.initial_lr is None:
+            self.initial_lr = keras3().get_lr(self.model.optimizer)
+        if not self.staircase and not self.steps_per_epoch:
+            self.steps_per_epoch = self._autodetect_steps_per_epoch()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = keras3().get_lr(self.model.optimizer)
+
+    dispatch(schedule, "_adjust_learning_rate",
+             lambda self, epoch: keras3().adjust_learning_rate(self, epoch))
+    dispatch(schedule, "_restore_momentum_if_needed", lambda self: keras3().restore_momentum(self))
+    dispatch(schedule, "on_train_begin", on_train_begin)
+    dispatch(schedule, "on_epoch_end", on_epoch_end)
+
+    def warmup_on_epoch_end(self, epoch, logs=None):
+        schedule.on_epoch_end(self, epoch, logs)
+        if epoch == self.end_epoch - 1 and self.verbose > 0 and impl.hvd.rank() == 0:
+            print("\nEpoch %d: finished gradual learning rate warmup to %g." %
+                  (epoch + 1, keras3().get_lr(self.model.optimizer)))
+
+    dispatch(impl.LearningRateWarmupCallbackImpl, "on_epoch_end", warmup_on_epoch_end)
+
+
 def _skip_float_momentum_correction(impl) -> None:
     """Make Horovod's LR schedule callbacks skip momentum correction where momentum is a float."""
     cls = impl.LearningRateScheduleCallbackImpl
@@ -181,7 +263,7 @@ def _skip_float_momentum_correction(impl) -> None:
             self.momentum_correction = False
             log.warning(
                 "Horovod's momentum correction is skipped: this optimizer's momentum is a Python "
-                "float (tf-keras), fixed when the step was traced. The learning-rate schedule "
+                "float (tf-keras and Keras 3), fixed when the step was traced. The learning-rate schedule "
                 "applies; pass momentum_correction=False to silence this.")
         return adjust(self, epoch)
 
