@@ -23,6 +23,8 @@ HOROVOD = pytest.mark.horovod
 SCRIPTS = {
     "horovod_keras":
     ("horovod", 1, ("python", "{here}/horovod_keras_digits.py", "{out}"), "size", 2),
+    "horovod_keras3":
+    ("horovod", 1, ("python", "{here}/horovod_keras3_digits.py", "{out}"), "size", 2),
     "horovod_tape": ("horovod", 1, ("python", "{here}/horovod_tape_digits.py", "{out}"), "size", 2),
     "tf_multi_worker_tutorial": ("multi_worker", 1, TUTORIAL, "workers", 2),
     # chief, 1 ps, 2 workers
@@ -65,7 +67,7 @@ def test_field_script_as_a_batch_job(slurm, jobdir, name, route):
     assert res[key] == value and res["test_accuracy"] >= MIN_ACCURACY, (res, job.describe())
     if "weight_sums" in res:  # GradientTape: both ranks hold the same weights
         assert res["weight_sums"][0] == pytest.approx(res["weight_sums"][1], rel=1e-6), res
-    if name == "horovod_keras":
+    if name in ("horovod_keras", "horovod_keras3"):
         assert "finished gradual learning rate warmup" in job.log, job.describe()
     if route == "jobs":
         assert "tfdist job: finished: every task exited 0" in job.log, job.describe()
