@@ -3,8 +3,8 @@
 Import tfdist before TensorFlow: it selects tf-keras (Keras 2), the only Keras on which every
 strategy of tfdist runs under `model.fit` and Horovod works (shared/design/FACTS.md), binds
 Horovod's Keras API to it whether Horovod is imported before or after, corrects Keras 3
-(`import keras`) where its TensorFlow trainer fails under a strategy (tfdist.keras3), and quiets TensorFlow's
-start-up logging (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
+(`import keras`) where its TensorFlow trainer fails under a strategy (tfdist.keras3), and quiets
+TensorFlow's start-up logging (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
 """
 
 from tfdist import logs as _logs

@@ -19,8 +19,8 @@ else:
     import keras
     import tfdist  # noqa: F401
 
-import numpy as np
-import tensorflow as tf
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 trainer = sys.modules["keras.src.backend.tensorflow.trainer"]
 if without == "symbolic_build_from_local_batch":

@@ -33,7 +33,7 @@ from tfdist.errors import TfdistError
 
 log = logging.getLogger("tfdist")
 
-# sha256 (first 16 hex digits) of inspect.getsource(function) -> the Keras versions measured with it.
+# sha256 (first 16 hex digits) of inspect.getsource(function) -> the Keras versions measured.
 KNOWN_SOURCES = {
     "TensorFlowTrainer._maybe_symbolic_build": {
         "92a504f5eba9b29f": "3.15.1"
