@@ -7,7 +7,8 @@ first epoch (`module 'keras.backend' has no attribute 'constant'`, upstream horo
 tf-keras too. Two ways in, one mechanism (the module is executed with `keras` resolving to
 `tf_keras`, and only for that execution):
 
-- `import tfdist` installs an import hook: Horovod Keras modules imported afterwards bind tf-keras.
+- `import tfdist` installs an import hook (tfdist.import_hooks): Horovod Keras modules imported
+  afterwards bind tf-keras.
 - Modules Horovod imported before tfdist are re-executed in place (`importlib.reload`), so the
   user's `hvd` module object gets tf-keras callbacks too.
 
@@ -26,15 +27,15 @@ Nothing here imports TensorFlow or Horovod at import time: `import tfdist` stays
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
-import importlib.abc
-import importlib.util
 import logging
 import os
 import sys
-from contextlib import contextmanager
 from typing import Iterator
+
+from tfdist import import_hooks
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ def _is_keras_name(name: str) -> bool:
     return name == "keras" or name.startswith("keras.")
 
 
-@contextmanager
+@contextlib.contextmanager
 def _keras_is_tf_keras() -> Iterator[None]:
     """`keras` (and `keras.*`) resolve to tf_keras inside; sys.modules is as before afterwards."""
     if _depth[0]:
@@ -104,39 +105,14 @@ def _after_exec(module) -> None:
         _optimizer_takes_keras3(module)
 
 
-class _TfKerasLoader(importlib.abc.Loader):
-    """Wraps Horovod's own loader: executes the module with `keras` resolving to tf_keras."""
-
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        if legacy_keras_selected():
-            with _keras_is_tf_keras():
-                self._loader.exec_module(module)
-            _after_exec(module)
-        else:
-            self._loader.exec_module(module)
+def _alias_if_legacy():
+    """`keras` resolves to tf_keras while a Horovod Keras module executes, when tf.keras is."""
+    return _keras_is_tf_keras() if legacy_keras_selected() else contextlib.nullcontext()
 
 
-class _HorovodKerasFinder(importlib.abc.MetaPathFinder):
-    """Finds Horovod's Keras modules with the other finders and wraps their loader."""
-
-    def find_spec(self, name, path, target=None):
-        if name not in KERAS_MODULES:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and not isinstance(spec.loader, _TfKerasLoader):
-                    spec.loader = _TfKerasLoader(spec.loader)
-                return spec
-        return None
+def _after_exec_if_legacy(module) -> None:
+    if legacy_keras_selected():
+        _after_exec(module)
 
 
 def install() -> None:
@@ -145,8 +121,8 @@ def install() -> None:
     Modules Horovod already imported with Keras 3 are re-executed, and only when TensorFlow has not
     yet made `tf.keras` Keras 3 (else the model is Keras 3 too, and tfdist.init says so).
     """
-    if not any(isinstance(finder, _HorovodKerasFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _HorovodKerasFinder())
+    for name in KERAS_MODULES:
+        import_hooks.when_imported(name, after=_after_exec_if_legacy, around=_alias_if_legacy)
     rebind_imported()
 
 
