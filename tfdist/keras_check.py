@@ -34,7 +34,8 @@ def require_legacy_keras():
 # CentralStorage as Keras ships; MultiWorkerMirrored with tfdist.keras3's corrections; Horovod
 # with tfdist.keras3.horovod's optimizer and callbacks. Not yet: ParameterServer (Keras 3 has no
 # coordinator-driven fit, keras-team/keras#18624). Engines not measured are refused too.
-KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage", "multi_worker", "horovod")
+KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage", "multi_worker", "horovod",
+                  "parameter_server")
 _MARK = "_tfdist_keras3_guard"
 
 

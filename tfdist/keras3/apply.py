@@ -15,9 +15,10 @@ TRAINER = "keras.src.backend.tensorflow.trainer"  # Keras 3's TensorFlow fit/eva
 
 
 def _correct_trainer(trainer) -> None:
-    from tfdist.keras3 import multi_worker
+    from tfdist.keras3 import multi_worker, parameter_server
 
     multi_worker.apply(trainer)
+    parameter_server.apply(trainer)
 
 
 # Keras module -> the correction applied to it once executed.
