@@ -178,6 +178,13 @@ def fit(model,
     model.stop_training = False
     callbacks.on_train_begin()
     logs = {}
+    # Where a restoring callback says training continues: Keras 3's BackupAndRestore sets
+    # _initial_epoch; tfdist's checkpoint (and tf-keras's) answer through _training_state.
+    initial_epoch = model._initial_epoch or initial_epoch
+    state = getattr(model, "_training_state", None)
+    if state is not None:
+        initial_epoch, _ = state.maybe_load_initial_counters_from_ckpt(steps_per_epoch,
+                                                                        initial_epoch)
     for epoch in range(initial_epoch, epochs):
         model.reset_metrics()
         callbacks.on_epoch_begin(epoch)
@@ -202,6 +209,8 @@ def fit(model,
         callbacks.on_epoch_end(epoch, logs)
         if model.stop_training:
             break
+    if epochs > initial_epoch:
+        model.optimizer.finalize_variable_values(model.trainable_weights)
     callbacks.on_train_end(logs)
     return model.history
 
