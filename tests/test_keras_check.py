@@ -81,12 +81,12 @@ def test_keras3_model_trains_in_one_task_and_under_multi_worker(tmp_path):
 def test_keras3_fit_is_stopped_with_the_fix_where_it_does_not_work():
     r = python("import tfdist, keras, numpy as np\n"
                "from tfdist.keras_check import guard_keras3_fit, KERAS3_ENGINES\n"
-               "assert 'parameter_server' not in KERAS3_ENGINES\n"
-               "guard_keras3_fit('parameter_server')\n"
+               "assert 'an_unmeasured_engine' not in KERAS3_ENGINES\n"
+               "guard_keras3_fit('an_unmeasured_engine')\n"
                "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])\n"
                "model.compile(optimizer='sgd', loss='mse')\n"
                "model.fit(np.zeros((8, 4)), np.zeros((8, 2)), verbose=0)\n")
     assert r.returncode != 0
     assert "KerasVersionError: This model is a Keras 3." in r.stderr
-    assert "--strategy=parameter_server" in r.stderr
+    assert "--strategy=an_unmeasured_engine" in r.stderr
     assert "from tensorflow import keras" in r.stderr

@@ -32,8 +32,8 @@ def require_legacy_keras():
 
 # Engines under which a Keras 3 model trains with model.fit (tools/keras3_matrix.py): Mirrored and
 # CentralStorage as Keras ships; MultiWorkerMirrored with tfdist.keras3's corrections; Horovod
-# with tfdist.keras3.horovod's optimizer and callbacks. Not yet: ParameterServer (Keras 3 has no
-# coordinator-driven fit, keras-team/keras#18624). Engines not measured are refused too.
+# with tfdist.keras3.horovod's optimizer and callbacks; ParameterServer with tfdist.keras3.
+# parameter_server's coordinator-driven fit. Engines not measured are refused.
 KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage", "multi_worker", "horovod",
                   "parameter_server")
 _MARK = "_tfdist_keras3_guard"
@@ -55,11 +55,10 @@ def guard_keras3_fit(engine_name: str) -> None:
     def guarded_fit(self, *args, **kwargs):
         raise KerasVersionError(
             f"This model is a Keras {keras.__version__} model (`import keras`), and Keras 3's "
-            f"model.fit does not work under --strategy={engine_name} yet (ParameterServer: Keras 3 "
-            "has no coordinator-driven fit, keras-team/keras#18624). Fix: build and compile it with `tf.keras` (tf-keras under tfdist): "
-            "replace `import keras` by `from tensorflow import keras`; or train with "
-            "--strategy=multi_worker or horovod, or on one node with --strategy=mirrored, where "
-            "Keras 3 works.")
+            f"model.fit was not measured under --strategy={engine_name} with tfdist. Fix: build "
+            "and compile it with `tf.keras` (tf-keras under tfdist): replace `import keras` by "
+            "`from tensorflow import keras`; or train with one of the strategies where Keras 3 "
+            f"works: {', '.join(KERAS3_ENGINES)}.")
 
     setattr(guarded_fit, _MARK, True)
     model.fit = guarded_fit
