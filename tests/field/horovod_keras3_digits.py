@@ -86,8 +86,11 @@ def train(out_dir):
     sums = hvd.allgather(tf.constant([weight_sum]), name='weight_sums').numpy().tolist()
     if hvd.rank() == 0:
         with open(os.path.join(out_dir, 'result.json'), 'w') as f:
-            json.dump({'test_accuracy': float(accuracy), 'size': hvd.size(), 'weight_sums': sums},
-                      f)
+            json.dump({
+                'test_accuracy': float(accuracy),
+                'size': hvd.size(),
+                'weight_sums': sums
+            }, f)
     return model
 
 

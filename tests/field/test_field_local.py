@@ -40,8 +40,8 @@ def test_scripts_add_at_most_three_lines(script, lines):
 
 @requires_horovod
 @pytest.mark.horovod
-@pytest.mark.parametrize("script",
-                         ["horovod_keras_digits.py", "horovod_keras3_digits.py", "horovod_tape_digits.py"])
+@pytest.mark.parametrize(
+    "script", ["horovod_keras_digits.py", "horovod_keras3_digits.py", "horovod_tape_digits.py"])
 def test_horovod_examples(script, tmp_path):
     proc = launch(2, "python", script, str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]

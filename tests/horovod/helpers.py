@@ -23,12 +23,13 @@ def start_task(mode, out, rank=None, world=2, port=None, prefix=(), worker=WORKE
                         **extra)
     if rank is not None:
         env.update(launch_environ(rank, world, port))
-    return subprocess.Popen(
-        [*prefix, sys.executable, os.path.join(HERE, worker), mode, str(out)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True)
+    return subprocess.Popen([*prefix, sys.executable,
+                             os.path.join(HERE, worker), mode,
+                             str(out)],
+                            env=env,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT,
+                            text=True)
 
 
 def finish(procs, timeout):

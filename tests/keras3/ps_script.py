@@ -76,7 +76,10 @@ with open(os.path.join(out_dir, "result.json"), "w") as f:
         {
             "test_accuracy": float(accuracy),
             "workers": len(rt.roles.tf_config["cluster"]["worker"]),
-            "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
+            "history": {
+                k: [float(v) for v in vs]
+                for k, vs in history.history.items()
+            },
             "predicted": predicted,
             "iterations": int(model.optimizer.iterations.numpy()),
             "refused": refused,

@@ -30,7 +30,7 @@ def test_chief_ps_and_two_workers_learn_digits_and_the_evaluator_follows(tmp_pat
     assert history["val_accuracy"][-1] == pytest.approx(res["test_accuracy"], abs=1e-6)
     assert sum(p == t for p, t in zip(res["predicted"], res["labels"])) >= 4
     assert res["refused"].startswith("ParameterServerFitError: fit under ParameterServerStrategy "
-                                      "got x of type ndarray"), res["refused"]
+                                     "got x of type ndarray"), res["refused"]
     evaluations = json.loads((tmp_path / "evaluations.json").read_text())
     steps = [e["global_step"] for e in evaluations]
     assert steps and steps == sorted(set(steps)), evaluations  # each checkpoint once, in order

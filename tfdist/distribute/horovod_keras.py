@@ -196,7 +196,8 @@ def _callbacks_take_keras3_models(impl) -> None:
              "register_local_var",
              lambda self, var: self._local_vars.add(keras3().local_variable_ref(var)),
              on=lambda self, var: var)
-    dispatch(bcast, "on_batch_end",
+    dispatch(bcast,
+             "on_batch_end",
              lambda self, batch, logs=None: keras3().broadcast_model_and_optimizer(self))
 
     schedule = impl.LearningRateScheduleCallbackImpl
@@ -239,8 +240,8 @@ def _skip_float_momentum_correction(impl) -> None:
             self.momentum_correction = False
             log.warning(
                 "Horovod's momentum correction is skipped: this optimizer's momentum is a Python "
-                "float (tf-keras and Keras 3), fixed when the step was traced. The learning-rate schedule "
-                "applies; pass momentum_correction=False to silence this.")
+                "float (tf-keras and Keras 3), fixed when the step was traced. The learning-rate "
+                "schedule applies; pass momentum_correction=False to silence this.")
         return adjust(self, epoch)
 
     cls._adjust_learning_rate = _adjust_learning_rate

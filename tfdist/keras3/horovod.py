@@ -160,8 +160,8 @@ def distributed_optimizer(optimizer,
         groups = [[_tf_variable(v) for v in group] for group in groups]
     label = name or f"Distributed{type(optimizer).__name__}"
     allreduce = hvd._make_allreduce_grads_fn(label, device_dense, device_sparse, compression,
-                                             sparse_as_dense, op, gradient_predivide_factor,
-                                             groups, process_set)
+                                             sparse_as_dense, op, gradient_predivide_factor, groups,
+                                             process_set)
     correct_loss_scale_optimizer()
     wrapped = _distributed_class(type(optimizer)).from_config(optimizer.get_config())
     setattr(wrapped, _MARK, _Reducer(allreduce, process_set, scale_local_gradients))

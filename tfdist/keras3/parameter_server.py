@@ -142,7 +142,9 @@ def fit(model,
 
     model._assert_compile_called("fit")
     dataset_fn = _dataset_fn(x)
-    _refuse(y=y, validation_split=validation_split, class_weight=class_weight,
+    _refuse(y=y,
+            validation_split=validation_split,
+            class_weight=class_weight,
             sample_weight=sample_weight)
     if not steps_per_epoch:
         raise ParameterServerFitError(
@@ -183,8 +185,8 @@ def fit(model,
     initial_epoch = model._initial_epoch or initial_epoch
     state = getattr(model, "_training_state", None)
     if state is not None:
-        initial_epoch, _ = state.maybe_load_initial_counters_from_ckpt(steps_per_epoch,
-                                                                        initial_epoch)
+        initial_epoch, _ = state.maybe_load_initial_counters_from_ckpt(
+            steps_per_epoch, initial_epoch)
     for epoch in range(initial_epoch, epochs):
         model.reset_metrics()
         callbacks.on_epoch_begin(epoch)
