@@ -3,7 +3,8 @@ step itself.
 
 Keras fetches the batch (`next(iterator)`) and runs the step in one traced function, so nothing
 outside it can tell waiting from computing. `count_steps` rebuilds that function the way tf_keras
-2.18's `Model.make_train_function` does for one step per call (Keras 3: tfdist.keras3.fit_hooks), with two timestamps around the
+2.18's `Model.make_train_function` does for one step per call (Keras 3:
+tfdist.keras3.fit_hooks), with two timestamps around the
 fetch, and adds the wait and the batch's size to two variables: no extra call or host sync per
 step, and the samples are counted, not inferred from a batch size the caller has to know.
 """

@@ -70,7 +70,7 @@ _keras3_schedule: list = []
 
 
 def keras3_warmup_schedule():
-    """The same schedule for Keras 3 optimizers (made when first asked: no Keras 3 import before)."""
+    """The same schedule for Keras 3 optimizers (made when first asked: Keras 3 loads then)."""
     if not _keras3_schedule:
         import keras
 
