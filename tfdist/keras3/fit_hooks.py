@@ -74,7 +74,11 @@ def instrument_steps(model, counters, batch_size) -> None:
                                        jit_compile=model.jit_compile)
         step = tf.function(step, reduce_retracing=True)
 
+    coordinator = getattr(model, "_cluster_coordinator", None)  # tfdist.keras3.parameter_server
+
     def train_function(iterator):
+        if coordinator is not None:  # a step on a worker, its counters on a parameter server
+            return coordinator.schedule(step, args=(iterator, ))
         if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
             return step(iterator)
         return own(iterator)

@@ -168,6 +168,10 @@ def fit(model,
     per_worker = coordinator.create_per_worker_dataset(
         lambda: strategy.distribute_datasets_from_function(dataset_fn))
     iterator = iter(per_worker)
+    # As tf-keras: model.train_function schedules one step, and callbacks that rebuild it from
+    # on_train_begin (tfdist's step meter) find the coordinator where tf-keras keeps it.
+    model._cluster_coordinator = coordinator
+    model.train_function = lambda it: coordinator.schedule(train_function, args=(it, ))
     if verbose == "auto":
         verbose = 1
     callbacks = CallbackList(callbacks,
@@ -178,7 +182,8 @@ def fit(model,
                              steps=steps_per_epoch,
                              model=model)
     model.stop_training = False
-    callbacks.on_train_begin()
+    with strategy.scope():  # variables callbacks make belong on the parameter servers
+        callbacks.on_train_begin()
     logs = {}
     # Where a restoring callback says training continues: Keras 3's BackupAndRestore sets
     # _initial_epoch; tfdist's checkpoint (and tf-keras's) answer through _training_state.
@@ -192,7 +197,7 @@ def fit(model,
         callbacks.on_epoch_begin(epoch)
         for batch in range(steps_per_epoch):
             callbacks.on_train_batch_begin(batch)
-            coordinator.schedule(train_function, args=(iterator, ))
+            model.train_function(iterator)
             callbacks.on_train_batch_end(batch)
             if model.stop_training:
                 break
