@@ -21,7 +21,8 @@ Arguments of `fit` that need Keras's in-memory data handling (`y`, `validation_s
 `sample_weight`, `class_weight`) are refused with the way to do it instead.
 
 Applied to Keras 3's TensorFlow trainer on import (tfdist.keras3.apply); elsewhere than under a
-ParameterServerStrategy Keras's own methods run.
+ParameterServerStrategy Keras's own methods run. Measured with Keras 3.15.1 on TensorFlow 2.18.1
+and 2.21.0 (chief, 1 ps, 2 workers and the evaluator: tests/keras3/test_parameter_server.py).
 """
 
 from __future__ import annotations
