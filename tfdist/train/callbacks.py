@@ -52,10 +52,11 @@ class _TensorBoard(tf.keras.callbacks.Callback):
     """TensorBoard logs in `log_dir` by the TensorBoard callback of the model's own Keras (it reads
     that Keras's model internals), chosen when fit hands over the model."""
 
-    _supports_tf_logs = True  # tf-keras: its batch hook reads no logs, no host sync a step
-
     def __init__(self, log_dir: str):
         super().__init__()
+        # tf-keras: its batch hook reads no logs (no host sync a step), so parameter_server takes
+        # it. On the instance: tf-keras's Callback.__init__ sets False there.
+        self._supports_tf_logs = True
         self.log_dir = log_dir
         self.board = None
 
