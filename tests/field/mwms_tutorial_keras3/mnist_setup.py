@@ -1,5 +1,5 @@
-# TensorFlow's "Multi-worker training with Keras" tutorial's mnist_setup.py written with `import
-# keras` (Keras 3), on digits (8x8) instead of MNIST (28x28): no download here. Not a line of tfdist.
+# TensorFlow's "Multi-worker training with Keras" tutorial's mnist_setup.py written with
+# `import keras` (Keras 3), on digits (8x8) instead of MNIST (28x28): no download here. No tfdist.
 import os
 import sys
 
