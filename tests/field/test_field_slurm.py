@@ -18,6 +18,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # TensorFlow's tutorial reads TF_CONFIG itself: tfdist env writes it (and the Keras switch).
 TUTORIAL = ("bash", "-c", "cd {here}/mwms_tutorial && eval \"$(tfdist env --strategy=multi_worker "
             "--format=shell)\" && exec python main.py {out}")
+TUTORIAL_KERAS3 = tuple(word.replace("mwms_tutorial", "mwms_tutorial_keras3") for word in TUTORIAL)
 HOROVOD = pytest.mark.horovod
 # name: (jobs/ script, tasks per node, command, result key, its value)
 SCRIPTS = {
@@ -32,12 +33,21 @@ SCRIPTS = {
     ("parameter_server", 2, ("python", "{here}/ps_tutorial_digits.py", "{out}"), "workers", 2),
     "plain_keras":
     ("multi_worker", 1, ("python", "{here}/plain_keras_digits.py", "{out}"), "replicas", 2),
+    # Keras 3 (`import keras`)
+    "tf_multi_worker_tutorial_keras3": ("multi_worker", 1, TUTORIAL_KERAS3, "workers", 2),
+    "keras_io_multi_gpu_keras3":
+    ("multi_worker", 1, ("python", "{here}/keras_io_multi_gpu_digits.py", "{out}"), "replicas", 2),
+    "plain_keras3": ("multi_worker", 1, ("python", "{here}/plain_keras3_digits.py", "{out}"),
+                     "replicas", 2),
 }
+# The Keras 3 scripts that take tfdist.init run through jobs/ only (the tutorial both ways): the
+# other route adds no Keras 3 case.
+ONE_ROUTE = {"keras_io_multi_gpu_keras3": "jobs", "plain_keras3": "jobs"}
 CASES = [
     pytest.param(name,
                  route,
                  marks=[requires_horovod, HOROVOD] if name.startswith("horovod") else [])
-    for name in SCRIPTS for route in ("jobs", "own_sbatch")
+    for name in SCRIPTS for route in ("jobs", "own_sbatch") if ONE_ROUTE.get(name, route) == route
 ]
 
 OWN_SBATCH = """#!/bin/bash

@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 trainer = sys.modules["keras.src.backend.tensorflow.trainer"]
-if without == "symbolic_build_from_local_batch":
+if without == "symbolic_build_from_local_spec":
     cls = trainer.TensorFlowTrainer
     cls._maybe_symbolic_build = cls._maybe_symbolic_build.__wrapped__
 elif without == "reduce_metrics_leaf_by_leaf":

@@ -43,7 +43,7 @@ def test_fit_evaluate_predict_on_two_workers(order, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("correction,error", [
-    ("symbolic_build_from_local_batch", "Attempt to convert a value (PerReplica"),
+    ("symbolic_build_from_local_spec", "Attempt to convert a value (PerReplica"),
     ("reduce_metrics_leaf_by_leaf", "Invalid reduction dimension 0 for input with 0 dimensions"),
 ])
 def test_each_correction_is_needed(correction, error, tmp_path):
@@ -54,7 +54,7 @@ def test_each_correction_is_needed(correction, error, tmp_path):
 
 def test_a_changed_keras_function_is_refused_in_multi_worker_mode_only():
     from tfdist.keras3.multi_worker import (KerasCorrectionUnknown, reduce_metrics_leaf_by_leaf,
-                                            symbolic_build_from_local_batch)
+                                            symbolic_build_from_local_spec)
 
     def reduce_per_replica(values, strategy, reduction):  # not Keras's: an unknown source
         return ("keras's own", values)
@@ -64,8 +64,8 @@ def test_a_changed_keras_function_is_refused_in_multi_worker_mode_only():
 
     for multi_worker in (False, True):
         reduce = reduce_metrics_leaf_by_leaf(reduce_per_replica, lambda s: multi_worker, "3.99.0")
-        build = symbolic_build_from_local_batch(_maybe_symbolic_build, lambda s: multi_worker,
-                                                "3.99.0")
+        build = symbolic_build_from_local_spec(_maybe_symbolic_build, lambda s: multi_worker,
+                                               "3.99.0")
         model = type("Model", (), {"_distribute_strategy": object()})()
         if not multi_worker:
             assert reduce(1, None, "auto") == ("keras's own", 1)

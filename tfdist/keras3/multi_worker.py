@@ -4,12 +4,12 @@ Keras 3's `fit` and `evaluate` fail in multi-worker mode at two places, the firs
 second (keras-team/keras#20585, tensorflow#72388; measured on Keras 3.15.1 with TensorFlow 2.18.1
 and 2.21.0):
 
-1. `symbolic_build_from_local_batch`: before the first step, `_maybe_symbolic_build` mean-reduces
+1. `symbolic_build_from_local_spec`: before the first step, `_maybe_symbolic_build` mean-reduces
    the first distributed batch with `strategy.reduce(...)` only to learn its shapes and dtypes.
    In multi-worker mode every element of a distributed dataset is a PerReplica, and
    MultiWorkerMirroredStrategy's reduce takes no nested structure: `ValueError: Attempt to convert
    a value (PerReplica:{...})`. Corrected: the shapes and dtypes come from the first local
-   replica's batch (no collective; the batch is the same shape on every replica).
+   replica's element spec (no collective, no batch read: the same shapes on every replica).
 2. `reduce_metrics_leaf_by_leaf`: every step's outputs (scalar metric results) are reduced with
    `strategy.reduce("MEAN", v, axis=0)`: `Invalid reduction dimension 0 for input with 0
    dimensions`. Corrected: each leaf is averaged over the replicas (`axis=None`), as Keras does
@@ -78,15 +78,15 @@ def apply(trainer) -> None:
     version = importlib.metadata.version("keras")
     multi_worker = trainer._collective_all_reduce_multi_worker
     cls = trainer.TensorFlowTrainer
-    symbolic_build = symbolic_build_from_local_batch(cls._maybe_symbolic_build, multi_worker,
-                                                     version)
+    symbolic_build = symbolic_build_from_local_spec(cls._maybe_symbolic_build, multi_worker,
+                                                    version)
     reduce = reduce_metrics_leaf_by_leaf(trainer.reduce_per_replica, multi_worker, version)
     cls._maybe_symbolic_build = symbolic_build
     trainer.reduce_per_replica = reduce  # looked up at trace time by the train/test functions
     log.debug("tfdist: Keras %s's TensorFlow trainer corrected for multi-worker mode", version)
 
 
-def symbolic_build_from_local_batch(original, multi_worker, version: str):
+def symbolic_build_from_local_spec(original, multi_worker, version: str):
     name = "TensorFlowTrainer._maybe_symbolic_build"
     known = _known(name, original)
 
@@ -97,16 +97,15 @@ def symbolic_build_from_local_batch(original, multi_worker, version: str):
             return original(self, iterator=iterator, data_batch=data_batch)
         if not known:
             raise _unknown(name, version)
-        import tensorflow as tf
         from keras.src import tree
 
-        for _, _, it in iterator:  # as Keras does: the first batch of the first epoch
-            batch = next(it)
-            break
-        first_local = lambda v: (  # noqa: E731
-            strategy.experimental_local_results(v)[0]
-            if isinstance(v, tf.distribute.DistributedValues) else v)
-        return original(self, data_batch=tree.map_structure(first_local, batch))
+        # The dataset's element spec, not a batch: iterating would start a second iterator of
+        # the dataset, whose shuffle (reshuffle_each_iteration) then draws its orders from a
+        # seed generator advanced once more, so a run that skips batches to resume would train
+        # on other batches than the run it continues.
+        spec = iterator._distributed_dataset.element_spec
+        first_local = lambda s: getattr(s, "_value_specs", (s, ))[0]  # noqa: E731
+        return original(self, data_batch=tree.map_structure(first_local, spec))
 
     setattr(_maybe_symbolic_build, _MARK, True)
     return _maybe_symbolic_build
