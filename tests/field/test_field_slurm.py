@@ -31,8 +31,8 @@ SCRIPTS = {
     # chief, 1 ps, 2 workers
     "tf_parameter_server_tutorial":
     ("parameter_server", 2, ("python", "{here}/ps_tutorial_digits.py", "{out}"), "workers", 2),
-    "plain_keras":
-    ("multi_worker", 1, ("python", "{here}/plain_keras_digits.py", "{out}"), "replicas", 2),
+    "plain_keras": ("multi_worker", 1, ("python", "{here}/plain_keras_digits.py", "{out}"),
+                    "replicas", 2),
     # Keras 3 (`import keras`)
     "tf_multi_worker_tutorial_keras3": ("multi_worker", 1, TUTORIAL_KERAS3, "workers", 2),
     "keras_io_multi_gpu_keras3":
