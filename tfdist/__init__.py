@@ -2,18 +2,21 @@
 
 Import tfdist before TensorFlow: it selects tf-keras (Keras 2), the only Keras on which every
 strategy of tfdist runs under `model.fit` and Horovod works (docs/compatibility.md), binds
-Horovod's Keras API to it whether Horovod is imported before or after, and quiets TensorFlow's
-start-up logging (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
+Horovod's Keras API to it whether Horovod is imported before or after, corrects Keras 3
+(`import keras`) where its TensorFlow trainer fails under a strategy (tfdist.keras3), and quiets
+TensorFlow's start-up logging (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
 """
 
 from tfdist import logs as _logs
 from tfdist import tf_environ as _tf_environ
 from tfdist.distribute import horovod_keras as _horovod_keras
 from tfdist.errors import TfdistError  # noqa: F401  (the one error type to catch)
+from tfdist.keras3 import apply as _keras3
 
 # Before TensorFlow loads: TensorFlow reads these when `tf.keras` is first touched.
 _tf_environ.apply()
 _horovod_keras.install()
+_keras3.install()  # Keras 3's corrections (tfdist.keras3), whenever Keras is imported
 _logs.setup()
 
 __version__ = "0.1.0"

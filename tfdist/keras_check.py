@@ -1,5 +1,5 @@
 """The check that tf.keras really is tf-keras (Keras 2) in this process, and the stop for Keras 3
-models under the strategies where Keras 3's `model.fit` fails."""
+models under the strategies where Keras 3's `model.fit` does not work yet."""
 
 import functools
 import sys
@@ -30,12 +30,12 @@ def require_legacy_keras():
     return tf.keras
 
 
-# Engines under which a Keras 3 model trains with model.fit (tools/keras3_matrix.py on TF 2.21 +
-# Keras 3.15: Mirrored and CentralStorage work; MultiWorkerMirrored fails in the first step with
-# "Attempt to convert a value (PerReplica...)" on plain and distributed datasets alike,
-# keras-team/keras#20585; ParameterServer is not supported by Keras 3, keras-team/keras#18624;
-# Horovod's Keras API binds tf-keras). Engines not measured are refused too.
-KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage")
+# Engines under which a Keras 3 model trains with model.fit (tools/keras3_matrix.py): Mirrored and
+# CentralStorage as Keras ships; MultiWorkerMirrored with tfdist.keras3's corrections; Horovod
+# with tfdist.keras3.horovod's optimizer and callbacks; ParameterServer with tfdist.keras3.
+# parameter_server's coordinator-driven fit. Engines not measured are refused.
+KERAS3_ENGINES = ("default", "one_device", "mirrored", "central_storage", "multi_worker", "horovod",
+                  "parameter_server")
 _MARK = "_tfdist_keras3_guard"
 
 
@@ -55,11 +55,10 @@ def guard_keras3_fit(engine_name: str) -> None:
     def guarded_fit(self, *args, **kwargs):
         raise KerasVersionError(
             f"This model is a Keras {keras.__version__} model (`import keras`), and Keras 3's "
-            f"model.fit fails under --strategy={engine_name} (MultiWorkerMirrored: 'Attempt to "
-            "convert a value (PerReplica...)' in the first step, keras-team/keras#20585; "
-            "ParameterServer and Horovod's Keras API need tf-keras). Fix: build and compile it "
-            "with `tf.keras` (tf-keras under tfdist): replace `import keras` by `from tensorflow "
-            "import keras`; or train on one node with --strategy=mirrored, where Keras 3 works.")
+            f"model.fit was not measured under --strategy={engine_name} with tfdist. Fix: build "
+            "and compile it with `tf.keras` (tf-keras under tfdist): replace `import keras` by "
+            "`from tensorflow import keras`; or train with one of the strategies where Keras 3 "
+            f"works: {', '.join(KERAS3_ENGINES)}.")
 
     setattr(guarded_fit, _MARK, True)
     model.fit = guarded_fit

@@ -1,12 +1,15 @@
-"""Which tf.distribute strategies train a Keras 3 model with `model.fit` on this TensorFlow.
+"""Which tf.distribute strategies train a Keras 3 model with `model.fit` on this TensorFlow, by
+Keras alone and with `import tfdist` (its corrections, tfdist.keras3).
 
-    .venv-newest/bin/python tools/keras3_matrix.py      # prints one line per case, then a table
+    .venv/bin/python tools/keras3_matrix.py             # the default stack
+    .venv-newest/bin/python tools/keras3_matrix.py      # the newest TensorFlow
 
 Each case runs in fresh processes (2 workers on loopback for multi_worker, chief + ps + worker for
-parameter_server, 2 logical CPUs for mirrored) with TF_USE_LEGACY_KERAS unset, so `tf.keras` and
-`import keras` are Keras 3, and trains a small dense model on random data for 2 epochs x 5 steps:
-on a plain `tf.data.Dataset`, and on `strategy.distribute_datasets_from_function` (what
-`rt.dataset` gives). The Keras 3 table of docs/own-script.md is this script's output.
+parameter_server, 2 logical CPUs for mirrored) with TF_USE_LEGACY_KERAS unset, and trains a small
+dense Keras 3 (`import keras`) model on random data for 2 epochs x 5 steps, under the script's own
+strategy: on a plain `tf.data.Dataset`, and on `strategy.distribute_datasets_from_function` (what
+`rt.dataset` gives); once as Keras ships, once with `import tfdist` first. It prints one table row
+per case; docs/compatibility.md's matrix is its output.
 """
 
 import json
@@ -18,6 +21,8 @@ import sys
 CASE = r"""
 import json, os, sys
 os.environ.pop("TF_USE_LEGACY_KERAS", None)
+if sys.argv[3] == "tfdist":
+    import tfdist
 import numpy as np
 import tensorflow as tf
 import keras
@@ -54,7 +59,7 @@ with strategy.scope():
 if data == "plain":
     dataset = fn()
 elif data == "dataset_creator":
-    dataset = tf.keras.utils.experimental.DatasetCreator(fn)
+    dataset = keras.utils.experimental.DatasetCreator(fn)
 else:
     dataset = strategy.distribute_datasets_from_function(fn)
 hist = model.fit(dataset, epochs=2, steps_per_epoch=5, verbose=0)
@@ -72,7 +77,7 @@ def free_ports(n):
     return ports
 
 
-def run_case(strategy, data):
+def run_case(strategy, data, tfdist):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
     env.pop("TF_USE_LEGACY_KERAS", None)
     if strategy in ("mirrored", "central_storage"):
@@ -91,7 +96,7 @@ def run_case(strategy, data):
         if role:
             e["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": role[0],
                                                                       "index": role[1]}})
-        procs.append(subprocess.Popen([sys.executable, "-c", CASE, strategy, data], env=e,
+        procs.append(subprocess.Popen([sys.executable, "-c", CASE, strategy, data, tfdist], env=e,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     first = procs[0]
     try:
@@ -119,13 +124,20 @@ def main():
     import keras
 
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}")
+    print("| strategy | data | Keras alone | with `import tfdist` |")
+    print("|---|---|---|---|")
     cases = [("mirrored", "plain"), ("mirrored", "distributed"), ("central_storage", "plain"),
              ("central_storage", "distributed"), ("multi_worker", "plain"),
              ("multi_worker", "distributed"), ("parameter_server", "plain"),
              ("parameter_server", "dataset_creator")]
+    if len(sys.argv) > 1:  # e.g. `multi_worker`: only that strategy's cases
+        cases = [case for case in cases if case[0] in sys.argv[1:]]
     for strategy, data in cases:
-        verdict, detail = run_case(strategy, data)
-        print(f"| {strategy} | {data} | {verdict} | {detail} |", flush=True)
+        cells = []
+        for tfdist in ("keras", "tfdist"):
+            verdict, detail = run_case(strategy, data, tfdist)
+            cells.append(verdict if verdict == "works" else f"{verdict}: {detail}")
+        print(f"| {strategy} | {data} | {cells[0]} | {cells[1]} |", flush=True)
 
 
 if __name__ == "__main__":

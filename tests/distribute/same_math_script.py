@@ -1,6 +1,7 @@
 """Train a small model a few steps on a fixed global batch; save the final weights.
 
-Run by test_same_math.py as 1 process or under `tfdist launch`; argv: STRATEGY OUT.npz
+Run by test_same_math.py as 1 process or under `tfdist launch`; argv: STRATEGY OUT.npz [KERAS]
+(KERAS: 2, tf.keras, the default; or 3, `import keras`).
 """
 
 import sys
@@ -24,26 +25,32 @@ def input_fn(ctx):
     return ds.batch(ctx.get_per_replica_batch_size(GLOBAL_BATCH), drop_remainder=True).repeat()
 
 
-def main(strategy, out):
+def main(strategy, out, keras_version="2"):
+    from tfdist.keras3 import keras_module
+
+    keras = keras_module(int(keras_version))
     options = {"cpu_devices": 2} if strategy == "mirrored" else {}
     rt = tfdist.init(strategy=strategy, lr_scaling="none", **options)
-    tf.keras.utils.set_random_seed(1)
+    keras.utils.set_random_seed(1)
     with rt.scope():
-        model = tf.keras.Sequential([
-            tf.keras.layers.Input((8, )),
-            tf.keras.layers.Dense(16, activation="relu"),
-            tf.keras.layers.Dense(2)
+        model = keras.Sequential([
+            keras.layers.Input((8, )),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(2)
         ])
         initial = [w.copy() for w in model.get_weights()]
-        model.compile(optimizer=rt.optimizer(tf.keras.optimizers.SGD(0.5)),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model.compile(optimizer=rt.optimizer(keras.optimizers.SGD(0.5)),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(rt.dataset(input_fn),
               epochs=1,
               steps_per_epoch=STEPS,
               callbacks=rt.callbacks(),
               verbose=0)
-    if rt.is_chief:
-        np.savez(out, *model.get_weights(), *initial, replicas=rt.num_replicas)
+    # Every rank's weights: all must hold the chief's.
+    np.savez(out if rt.is_chief else f"{out}.rank{rt.rank}.npz",
+             *model.get_weights(),
+             *initial,
+             replicas=rt.num_replicas)
     rt.shutdown()
 
 

@@ -16,10 +16,18 @@ SCRIPT = str(HERE / "same_math_script.py")
 
 @pytest.fixture(scope="module")
 def single(tmp_path_factory):
-    out = tmp_path_factory.mktemp("single") / "w.npz"
-    r = run([sys.executable, SCRIPT, "auto", str(out)])
-    assert r.returncode == 0, r.stderr[-3000:]
-    return load(out)
+    """One replica's final weights, by Keras (2: tf.keras, 3: `import keras`)."""
+    done = {}
+
+    def weights(keras=2):
+        if keras not in done:
+            out = tmp_path_factory.mktemp(f"single{keras}") / "w.npz"
+            r = run([sys.executable, SCRIPT, "auto", str(out), str(keras)])
+            assert r.returncode == 0, r.stderr[-3000:]
+            done[keras] = load(out)
+        return done[keras]
+
+    return weights
 
 
 def load(path):
@@ -37,20 +45,29 @@ def assert_same_weights(single, other, replicas):
         assert np.max(np.abs(ours - theirs)) / scale <= 1e-5
 
 
-def test_mirrored_two_logical_cpus(single, tmp_path):
-    r = run([sys.executable, SCRIPT, "mirrored", str(tmp_path / "w.npz")])
+def assert_same_ranks(chief, other):
+    for ours, theirs in zip(chief[1], other[1]):
+        np.testing.assert_array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("keras", [2, 3])
+def test_mirrored_two_logical_cpus(single, keras, tmp_path):
+    r = run([sys.executable, SCRIPT, "mirrored", str(tmp_path / "w.npz"), str(keras)])
     assert r.returncode == 0, r.stderr[-3000:]
-    assert_same_weights(single, load(tmp_path / "w.npz"), 2)
+    assert_same_weights(single(keras), load(tmp_path / "w.npz"), 2)
 
 
-def test_multi_worker_two_processes(single, tmp_path):
-    r = launch(2, sys.executable, SCRIPT, "multi_worker", str(tmp_path / "w.npz"))
+@pytest.mark.parametrize("keras", [2, 3])
+def test_multi_worker_two_processes(single, keras, tmp_path):
+    r = launch(2, sys.executable, SCRIPT, "multi_worker", str(tmp_path / "w.npz"), str(keras))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert_same_weights(single, load(tmp_path / "w.npz"), 2)
+    assert_same_weights(single(keras), load(tmp_path / "w.npz"), 2)
+    assert_same_ranks(load(tmp_path / "w.npz"), load(tmp_path / "w.npz.rank1.npz"))
 
 
 @requires_horovod
 def test_horovod_two_processes(single, tmp_path):
     r = launch(2, sys.executable, SCRIPT, "horovod", str(tmp_path / "w.npz"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert_same_weights(single, load(tmp_path / "w.npz"), 2)
+    assert_same_weights(single(), load(tmp_path / "w.npz"), 2)
+    assert_same_ranks(load(tmp_path / "w.npz"), load(tmp_path / "w.npz.rank1.npz"))

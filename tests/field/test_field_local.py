@@ -4,6 +4,7 @@ learns digits (>= 0.95 test accuracy) with at most 3 lines added for tfdist."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,16 +20,23 @@ pytestmark = pytest.mark.slow
 
 SCRIPTS = {
     "horovod_keras_digits.py": 2,
+    "horovod_keras3_digits.py": 2,
     "horovod_tape_digits.py": 2,
     "ps_tutorial_digits.py": 2,
     "plain_keras_digits.py": 3,
     "mwms_tutorial/main.py": 0,
     "mwms_tutorial/mnist_setup.py": 0,
+    # Keras 3 (`import keras`): the tutorial needs `import tfdist`; the others have the README's
+    # lines (import, init, scope, optimizer, callbacks).
+    "mwms_tutorial_keras3/main.py": 1,
+    "mwms_tutorial_keras3/mnist_setup.py": 0,
+    "keras_io_multi_gpu_digits.py": 5,
+    "plain_keras3_digits.py": 5,
 }
 
 
 @pytest.mark.parametrize("script,lines", sorted(SCRIPTS.items()))
-def test_scripts_add_at_most_three_lines(script, lines):
+def test_scripts_add_only_their_tfdist_lines(script, lines):
     added = tfdist_lines(HERE / script)
     assert len(added) == lines, added
     if lines == 0:
@@ -39,7 +47,8 @@ def test_scripts_add_at_most_three_lines(script, lines):
 
 @requires_horovod
 @pytest.mark.horovod
-@pytest.mark.parametrize("script", ["horovod_keras_digits.py", "horovod_tape_digits.py"])
+@pytest.mark.parametrize(
+    "script", ["horovod_keras_digits.py", "horovod_keras3_digits.py", "horovod_tape_digits.py"])
 def test_horovod_examples(script, tmp_path):
     proc = launch(2, "python", script, str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -47,21 +56,38 @@ def test_horovod_examples(script, tmp_path):
     assert res["size"] == 2 and res["test_accuracy"] >= MIN_ACCURACY, res
     if "weight_sums" in res:  # GradientTape: both ranks hold the same weights
         assert res["weight_sums"][0] == pytest.approx(res["weight_sums"][1], rel=1e-6), res
-    else:  # Keras: the warm-up callback ran (it fails under Keras 3) and rank 0 checkpointed
+    if "tape" not in script:  # Keras: the warm-up callback ran and rank 0 checkpointed
         assert "finished gradual learning rate warmup" in proc.stdout
-        assert (tmp_path / "checkpoint-8.h5").exists()
+        suffix = "keras" if "keras3" in script else "h5"
+        assert (tmp_path / f"checkpoint-8.{suffix}").exists()
 
 
-def test_tensorflow_multi_worker_tutorial_after_tfdist_env(tmp_path):
-    """TensorFlow's tutorial, unchanged: its TF_CONFIG (and the Keras switch) from `tfdist env`."""
+@pytest.mark.parametrize("tutorial", ["mwms_tutorial", "mwms_tutorial_keras3"])
+def test_tensorflow_multi_worker_tutorial_after_tfdist_env(tutorial, tmp_path):
+    """TensorFlow's tutorial, unchanged: its TF_CONFIG (and the Keras switch) from `tfdist env`;
+    written with `import keras` (Keras 3), with `import tfdist` added."""
     proc = launch(2,
                   "bash",
                   "-c", 'eval "$(tfdist env --strategy=multi_worker --format=shell)"; '
                   f'exec python main.py {tmp_path}',
-                  cwd=HERE / "mwms_tutorial")
+                  cwd=HERE / tutorial)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     res = result(tmp_path, proc)
     assert res["workers"] == 2 and res["test_accuracy"] >= MIN_ACCURACY, res
+    assert res.get("keras", "3.").startswith("3.") == tutorial.endswith("keras3"), res
+
+
+@pytest.mark.parametrize("script", ["keras_io_multi_gpu_digits.py", "plain_keras3_digits.py"])
+def test_keras3_scripts_with_the_readme_lines(script, tmp_path):
+    """Keras 3 scripts with tfdist.init, rt.scope, rt.optimizer and rt.callbacks on 2 workers:
+    they learn, and only the chief wrote the run directory (one checkpoint series, metrics)."""
+    proc = launch(2, "python", script, str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    res = result(tmp_path, proc)
+    assert res["replicas"] == 2 and res["test_accuracy"] >= MIN_ACCURACY, res
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["strategy"] == "multi_worker", metrics
+    assert (tmp_path / "run" / "checkpoints").is_dir()
 
 
 def test_tensorflow_parameter_server_tutorial(tmp_path):

@@ -18,24 +18,36 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # TensorFlow's tutorial reads TF_CONFIG itself: tfdist env writes it (and the Keras switch).
 TUTORIAL = ("bash", "-c", "cd {here}/mwms_tutorial && eval \"$(tfdist env --strategy=multi_worker "
             "--format=shell)\" && exec python main.py {out}")
+TUTORIAL_KERAS3 = tuple(word.replace("mwms_tutorial", "mwms_tutorial_keras3") for word in TUTORIAL)
 HOROVOD = pytest.mark.horovod
 # name: (jobs/ script, tasks per node, command, result key, its value)
 SCRIPTS = {
     "horovod_keras":
     ("horovod", 1, ("python", "{here}/horovod_keras_digits.py", "{out}"), "size", 2),
+    "horovod_keras3":
+    ("horovod", 1, ("python", "{here}/horovod_keras3_digits.py", "{out}"), "size", 2),
     "horovod_tape": ("horovod", 1, ("python", "{here}/horovod_tape_digits.py", "{out}"), "size", 2),
     "tf_multi_worker_tutorial": ("multi_worker", 1, TUTORIAL, "workers", 2),
     # chief, 1 ps, 2 workers
     "tf_parameter_server_tutorial":
     ("parameter_server", 2, ("python", "{here}/ps_tutorial_digits.py", "{out}"), "workers", 2),
-    "plain_keras":
-    ("multi_worker", 1, ("python", "{here}/plain_keras_digits.py", "{out}"), "replicas", 2),
+    "plain_keras": ("multi_worker", 1, ("python", "{here}/plain_keras_digits.py", "{out}"),
+                    "replicas", 2),
+    # Keras 3 (`import keras`)
+    "tf_multi_worker_tutorial_keras3": ("multi_worker", 1, TUTORIAL_KERAS3, "workers", 2),
+    "keras_io_multi_gpu_keras3":
+    ("multi_worker", 1, ("python", "{here}/keras_io_multi_gpu_digits.py", "{out}"), "replicas", 2),
+    "plain_keras3": ("multi_worker", 1, ("python", "{here}/plain_keras3_digits.py", "{out}"),
+                     "replicas", 2),
 }
+# The Keras 3 scripts that take tfdist.init run through jobs/ only (the tutorial both ways): the
+# other route adds no Keras 3 case.
+ONE_ROUTE = {"keras_io_multi_gpu_keras3": "jobs", "plain_keras3": "jobs"}
 CASES = [
     pytest.param(name,
                  route,
                  marks=[requires_horovod, HOROVOD] if name.startswith("horovod") else [])
-    for name in SCRIPTS for route in ("jobs", "own_sbatch")
+    for name in SCRIPTS for route in ("jobs", "own_sbatch") if ONE_ROUTE.get(name, route) == route
 ]
 
 OWN_SBATCH = """#!/bin/bash
@@ -65,7 +77,7 @@ def test_field_script_as_a_batch_job(slurm, jobdir, name, route):
     assert res[key] == value and res["test_accuracy"] >= MIN_ACCURACY, (res, job.describe())
     if "weight_sums" in res:  # GradientTape: both ranks hold the same weights
         assert res["weight_sums"][0] == pytest.approx(res["weight_sums"][1], rel=1e-6), res
-    if name == "horovod_keras":
+    if name in ("horovod_keras", "horovod_keras3"):
         assert "finished gradual learning rate warmup" in job.log, job.describe()
     if route == "jobs":
         assert "tfdist job: finished: every task exited 0" in job.log, job.describe()

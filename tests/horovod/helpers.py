@@ -14,21 +14,22 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "hvd_worker.py")
 
 
-def start_task(mode, out, rank=None, world=2, port=None, prefix=(), **extra):
-    """One worker process (its command after `prefix`); with `rank`, the environment
-    `tfdist launch` gives that rank."""
+def start_task(mode, out, rank=None, world=2, port=None, prefix=(), worker=WORKER, **extra):
+    """One worker process (`worker`, a script of this folder, run after `prefix`); with `rank`,
+    the environment `tfdist launch` gives that rank."""
     env = clean_environ(TF_CPP_MIN_LOG_LEVEL="2",
                         PYTHONUNBUFFERED="1",
                         CUDA_VISIBLE_DEVICES="",
                         **extra)
     if rank is not None:
         env.update(launch_environ(rank, world, port))
-    return subprocess.Popen(
-        [*prefix, sys.executable, WORKER, mode, str(out)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True)
+    return subprocess.Popen([*prefix, sys.executable,
+                             os.path.join(HERE, worker), mode,
+                             str(out)],
+                            env=env,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT,
+                            text=True)
 
 
 def finish(procs, timeout):

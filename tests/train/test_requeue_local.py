@@ -75,8 +75,9 @@ def checkpoint_of(out, tmp_path):
     return m.group(0)
 
 
-def test_usr1_checkpoints_and_exits_75_without_requeue(tmp_path):
-    status, out, calls = preempt_with_usr1(tmp_path)
+@pytest.mark.parametrize("keras", [2, 3])
+def test_usr1_checkpoints_and_exits_75_without_requeue(keras, tmp_path):
+    status, out, calls = preempt_with_usr1(tmp_path, f"--keras={keras}")
     assert status == 75, out[-3000:]
     assert "received SIGUSR1" in out
     checkpoint_of(out, tmp_path)

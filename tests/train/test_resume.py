@@ -25,11 +25,14 @@ def start_train(n, model_dir, *extra, tmpdir=None, env=None):
     return start(cmd, env=dict(env or {}, **({"TMPDIR": str(tmpdir)} if tmpdir else {})))
 
 
-def weights(model_dir):
+def weights(model_dir, keras=2):
     import tfdist  # noqa: F401
     import tensorflow as tf
 
-    return tf.keras.models.load_model(os.path.join(model_dir, "model.keras")).get_weights()
+    from tfdist.keras3 import keras_module
+
+    load = keras_module(keras).models.load_model if keras == 3 else tf.keras.models.load_model
+    return load(os.path.join(model_dir, "model.keras")).get_weights()
 
 
 @pytest.mark.parametrize("n", [1, 2])
@@ -61,17 +64,19 @@ def test_resume_after_sigterm_equals_uninterrupted(n, tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize(
-    "strategy",
-    ["multi_worker",
-     pytest.param("horovod", marks=[requires_horovod, pytest.mark.horovod])])
-def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, tmp_path):
+@pytest.mark.parametrize("strategy,keras", [
+    ("multi_worker", 2),
+    ("multi_worker", 3),
+    pytest.param("horovod", 2, marks=[requires_horovod, pytest.mark.horovod]),
+])
+def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, keras, tmp_path):
     """Deterministic: both tasks exit right after the step checkpoint of global step 28 (the test
     hook), so the resume must skip the 6 batches of epoch 2 already trained (1437 digits at
-    2 x 32 a step: 22 steps an epoch)."""
+    2 x 32 a step: 22 steps an epoch). Keras 3 has no step to resume at: tfdist skips the 6
+    steps (tfdist.keras3.fit_hooks.start_at)."""
     args = [
         "train", "--pipeline=digits", "--epochs=2", "--batch_size=32", "--lr=0.01",
-        f"--strategy={strategy}", "--checkpoint_steps=4", "--notensorboard"
+        f"--strategy={strategy}", "--checkpoint_steps=4", "--notensorboard", f"--keras={keras}"
     ]
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
     r = launch(2, TFDIST, *args, f"--model_dir={stopped}", env={EXIT_AFTER_STEP: "28"})
@@ -86,10 +91,11 @@ def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, tmp_path):
     r = launch(2, TFDIST, *args, f"--model_dir={stopped}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert f"resuming from {ckpt} (epoch 1, step 6)" in r.stdout
-    assert json.loads((stopped / "metrics.json").read_text())["resumed_from"] == [1, 6]
+    metrics = json.loads((stopped / "metrics.json").read_text())
+    assert metrics["resumed_from"] == [1, 6] and metrics["keras"] == keras
     r = launch(2, TFDIST, *args, f"--model_dir={straight}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    for a, b in zip(weights(stopped), weights(straight)):
+    for a, b in zip(weights(stopped, keras), weights(straight, keras)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
@@ -127,9 +133,13 @@ def test_refused_resume_names_what_differs(tmp_path):
     ])
     assert r.returncode == 2
     assert "strategy was 'default', now 'mirrored'" in r.stderr
+    r = run([TFDIST, *TRAIN[:2], "--epochs=2", "--keras=3", f"--model_dir={model_dir}"])
+    assert r.returncode == 2
+    assert "keras was 2, now 3" in r.stderr
 
 
-def test_only_the_chief_writes(tmp_path):
+@pytest.mark.parametrize("keras", [2, 3])
+def test_only_the_chief_writes(keras, tmp_path):
     model_dir, scratch = tmp_path / "run", tmp_path / "tmp"
     scratch.mkdir()
     proc = start_train(2,
@@ -137,6 +147,7 @@ def test_only_the_chief_writes(tmp_path):
                        "--epochs=2",
                        "--batch_size=32",
                        "--checkpoint_steps=5",
+                       f"--keras={keras}",
                        tmpdir=scratch)
     status, out = finish(proc)
     assert status == 0, out[-3000:]
@@ -156,3 +167,4 @@ def test_only_the_chief_writes(tmp_path):
     assert [p.name for p in scratch.iterdir() if p.name.startswith("tfdist-worker")] == []
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["resumed_from"] is None, metrics
+    assert metrics["keras"] == keras and metrics["samples_per_sec"] > 0, metrics

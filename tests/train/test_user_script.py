@@ -1,7 +1,7 @@
 """A user's own Keras script with tfdist's callbacks (jobs/examples/keras_digits.py: its own
-model.fit with rt.resume, rt.dataset and rt.callbacks(model_dir=...)) on 2 workers: stopped by
-SIGTERM mid-epoch it checkpoints and exits 75; re-run, it ends with the same weights as a run that
-was never stopped."""
+model.fit with rt.resume, rt.dataset and rt.callbacks(model_dir=...); keras3_digits.py, the same
+with Keras 3) on 2 workers: stopped by SIGTERM mid-epoch it checkpoints and exits 75; re-run, it
+ends with the same weights as a run that was never stopped."""
 
 import os
 import re
@@ -14,19 +14,25 @@ from tests.helpers import PYTHON, REPO, TFDIST, finish, requires_horovod, run, s
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = pytest.mark.slow
-SCRIPT = REPO / "jobs" / "examples" / "keras_digits.py"
+SCRIPTS = {2: "keras_digits", 3: "keras3_digits"}  # by Keras
 
 STEPS = 89  # an epoch: 1437 training digits, 8 per replica, 2 replicas
 
 
-def command(strategy, model_dir):
+def command(strategy, model_dir, keras=2):
+    script = REPO / "jobs" / "examples" / f"{SCRIPTS[keras]}.py"
     return [
-        TFDIST, "launch", "-n", "2", f"--strategy={strategy}", "--", PYTHON, SCRIPT, "--epochs=3",
+        TFDIST, "launch", "-n", "2", f"--strategy={strategy}", "--", PYTHON, script, "--epochs=3",
         "--batch_size=8", f"--model_dir={model_dir}"
     ]
 
 
-def last_checkpoint(model_dir):
+# Where a checkpoint names the model's weights: TensorFlow names each variable by its shortest path
+# from the root; a Keras 3 model's are reached first through its optimizer's trainable variables.
+WEIGHTS = {2: "model/", 3: "optimizer/_trainable_variables/"}
+
+
+def last_checkpoint(model_dir, keras=2):
     """The newest checkpoint's meta.json and its model variables."""
     import tfdist  # noqa: F401
     import tensorflow as tf
@@ -35,20 +41,21 @@ def last_checkpoint(model_dir):
 
     path, meta = latest(str(model_dir))
     state = os.path.join(path, "state")
-    names = [name for name, _ in tf.train.list_variables(state) if name.startswith("model/")]
+    names = [name for name, _ in tf.train.list_variables(state) if name.startswith(WEIGHTS[keras])]
     reader = tf.train.load_checkpoint(state)
     return meta, {name: reader.get_tensor(name) for name in names}
 
 
-@pytest.mark.parametrize(
-    "strategy",
-    ["multi_worker",
-     pytest.param("horovod", marks=[requires_horovod, pytest.mark.horovod])])
-def test_stopped_user_script_resumes_to_the_same_weights(strategy, tmp_path):
+@pytest.mark.parametrize("strategy,keras", [
+    ("multi_worker", 2),
+    ("multi_worker", 3),
+    pytest.param("horovod", 2, marks=[requires_horovod, pytest.mark.horovod]),
+])
+def test_stopped_user_script_resumes_to_the_same_weights(strategy, keras, tmp_path):
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
     # Both workers wait after 40 steps of epoch 2 (the test hook) until the signal comes.
     pause = STEPS + 40
-    proc = start(command(strategy, stopped), env={PAUSE_AFTER_STEP: str(pause)})
+    proc = start(command(strategy, stopped, keras), env={PAUSE_AFTER_STEP: str(pause)})
     head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: paused")
     proc.send_signal(signal.SIGTERM)  # launch passes it on to both workers
     status, out = finish(proc)
@@ -58,19 +65,21 @@ def test_stopped_user_script_resumes_to_the_same_weights(strategy, tmp_path):
     assert re.search(r"\[0\] tfdist: warning: preempted (at epoch 2, step \d+|after epoch 2);",
                      out), out[-3000:]
     assert "[1] tfdist: warning: preempted" in out
-    assert not (stopped / "metrics.json").exists() and "keras_digits:" not in out
+    assert not (stopped / "metrics.json").exists() and f"{SCRIPTS[keras]}:" not in out
 
-    resumed = run(command(strategy, stopped))
+    resumed = run(command(strategy, stopped, keras))
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     # The checkpoint counts epochs done: "epoch 1, step 50" is 50 steps into the second.
     assert re.search(r"\[0\] tfdist: resuming from \S+/ckpt-\d+ \(epoch [12], step \d+\)",
                      resumed.stdout), resumed.stdout[-3000:]
-    never = run(command(strategy, straight))
+    never = run(command(strategy, straight, keras))
     assert never.returncode == 0, never.stdout[-3000:]
 
-    (meta_a, weights_a), (meta_b, weights_b) = last_checkpoint(stopped), last_checkpoint(straight)
+    (meta_a, weights_a), (meta_b,
+                          weights_b) = last_checkpoint(stopped,
+                                                       keras), last_checkpoint(straight, keras)
     assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"])
     assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
     for name in weights_a:
         np.testing.assert_allclose(weights_a[name], weights_b[name], rtol=1e-5, atol=1e-6)
-    assert "keras_digits:" in resumed.stdout
+    assert f"{SCRIPTS[keras]}:" in resumed.stdout

@@ -19,7 +19,7 @@ from tfdist import logs
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
 from tfdist.train.config import DEFAULTS as D
-from tfdist.train.config import MIXED_PRECISION, OPTIMIZERS, SCHEDULES, TrainConfig
+from tfdist.train.config import KERASES, MIXED_PRECISION, OPTIMIZERS, SCHEDULES, TrainConfig
 
 FLAGS = flags.FLAGS
 
@@ -27,6 +27,11 @@ tfdist_flags.define_flags()
 flags.DEFINE_string(
     "model", D.model, "Model: cnn (digits CNN), mlp, resnet_small, resnet50 "
     "(Keras applications, random weights).")
+flags.DEFINE_enum(
+    "keras", str(D.keras), [str(k) for k in KERASES],
+    "The Keras that builds the model and optimizer: 2 is tf-keras (`tf.keras` under tfdist), "
+    "3 is Keras 3 (`import keras`). Keras 3 trains under default, one_device, mirrored, "
+    "central_storage and multi_worker.")
 flags.DEFINE_string(
     "pipeline", D.pipeline, "Input pipeline: a bundled recipe name (digits, "
     "image_folder, hdf5, tfds, synthetic) or the path of your own .py file.")
@@ -100,6 +105,7 @@ def config_from_flags() -> TrainConfig:
 
     f = FLAGS
     return TrainConfig(model=f.model,
+                       keras=int(f.keras),
                        pipeline=f.pipeline,
                        strategy=f.strategy,
                        num_ps=f.num_ps,

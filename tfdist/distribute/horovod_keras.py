@@ -7,7 +7,8 @@ first epoch (`module 'keras.backend' has no attribute 'constant'`, upstream horo
 tf-keras too. Two ways in, one mechanism (the module is executed with `keras` resolving to
 `tf_keras`, and only for that execution):
 
-- `import tfdist` installs an import hook: Horovod Keras modules imported afterwards bind tf-keras.
+- `import tfdist` installs an import hook (tfdist.import_hooks): Horovod Keras modules imported
+  afterwards bind tf-keras.
 - Modules Horovod imported before tfdist are re-executed in place (`importlib.reload`), so the
   user's `hvd` module object gets tf-keras callbacks too.
 
@@ -17,19 +18,24 @@ Horovod 0.28.1's `LearningRateScheduleCallback` (and so `LearningRateWarmupCallb
 have no effect and the call fails (`'float' object has no attribute 'dtype'`). The callback then
 skips it with a warning; the learning rate itself is scheduled as Horovod intends.
 
+The same API also takes Keras 3 objects (`import keras`): `DistributedOptimizer` of a Keras 3
+optimizer, and the callbacks when their model is a Keras 3 model, go to tfdist.keras3.horovod
+(Horovod's own code calls Keras 2 optimizer hooks and `var.ref()`, which Keras 3 lacks).
+
 Nothing here imports TensorFlow or Horovod at import time: `import tfdist` stays cheap.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
-import importlib.abc
-import importlib.util
 import logging
 import os
 import sys
-from contextlib import contextmanager
 from typing import Iterator
+
+from tfdist import import_hooks
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +65,7 @@ def _is_keras_name(name: str) -> bool:
     return name == "keras" or name.startswith("keras.")
 
 
-@contextmanager
+@contextlib.contextmanager
 def _keras_is_tf_keras() -> Iterator[None]:
     """`keras` (and `keras.*`) resolve to tf_keras inside; sys.modules is as before afterwards."""
     if _depth[0]:
@@ -93,42 +99,20 @@ def _keras_is_tf_keras() -> Iterator[None]:
 def _after_exec(module) -> None:
     setattr(module, _MARK, True)
     if module.__name__ == "horovod._keras.callbacks":
+        _callbacks_take_keras3_models(module)
         _skip_float_momentum_correction(module)
+    elif module.__name__ == "horovod.tensorflow.keras":
+        _optimizer_takes_keras3(module)
 
 
-class _TfKerasLoader(importlib.abc.Loader):
-    """Wraps Horovod's own loader: executes the module with `keras` resolving to tf_keras."""
-
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        if legacy_keras_selected():
-            with _keras_is_tf_keras():
-                self._loader.exec_module(module)
-            _after_exec(module)
-        else:
-            self._loader.exec_module(module)
+def _alias_if_legacy():
+    """`keras` resolves to tf_keras while a Horovod Keras module executes, when tf.keras is."""
+    return _keras_is_tf_keras() if legacy_keras_selected() else contextlib.nullcontext()
 
 
-class _HorovodKerasFinder(importlib.abc.MetaPathFinder):
-    """Finds Horovod's Keras modules with the other finders and wraps their loader."""
-
-    def find_spec(self, name, path, target=None):
-        if name not in KERAS_MODULES:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None and not isinstance(spec.loader, _TfKerasLoader):
-                    spec.loader = _TfKerasLoader(spec.loader)
-                return spec
-        return None
+def _after_exec_if_legacy(module) -> None:
+    if legacy_keras_selected():
+        _after_exec(module)
 
 
 def install() -> None:
@@ -137,8 +121,8 @@ def install() -> None:
     Modules Horovod already imported with Keras 3 are re-executed, and only when TensorFlow has not
     yet made `tf.keras` Keras 3 (else the model is Keras 3 too, and tfdist.init says so).
     """
-    if not any(isinstance(finder, _HorovodKerasFinder) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _HorovodKerasFinder())
+    for name in KERAS_MODULES:
+        import_hooks.when_imported(name, after=_after_exec_if_legacy, around=_alias_if_legacy)
     rebind_imported()
 
 
@@ -168,6 +152,81 @@ def _tf_keras_is_keras3() -> bool:
     return bool(state.get("_tfll_initialized")) and state.get("_tfll_keras_version") == "keras_3"
 
 
+def _optimizer_takes_keras3(module) -> None:
+    """hvd.DistributedOptimizer of a Keras 3 optimizer: tfdist.keras3.horovod's."""
+    keras2 = module.DistributedOptimizer
+
+    @functools.wraps(keras2)
+    def DistributedOptimizer(optimizer, *args, **kwargs):
+        from tfdist.keras3 import is_keras3
+
+        if is_keras3(optimizer):
+            from tfdist.keras3.horovod import distributed_optimizer
+
+            return distributed_optimizer(optimizer, *args, **kwargs)
+        return keras2(optimizer, *args, **kwargs)
+
+    module.DistributedOptimizer = DistributedOptimizer
+
+
+def _callbacks_take_keras3_models(impl) -> None:
+    """Horovod's callback implementations, where they touch Keras objects, dispatch to
+    tfdist.keras3.horovod when the callback's model (or the variable) is a Keras 3 one.
+    MetricAverageCallback needs nothing: it reduces the numbers in `logs`."""
+    from tfdist.keras3 import is_keras3
+
+    def keras3():
+        from tfdist.keras3 import horovod
+
+        return horovod
+
+    def dispatch(cls, name, keras3_method, on=lambda self, *args: self.model):
+        keras2_method = getattr(cls, name)
+
+        @functools.wraps(keras2_method)
+        def method(self, *args, **kwargs):
+            if is_keras3(on(self, *args)):
+                return keras3_method(self, *args, **kwargs)
+            return keras2_method(self, *args, **kwargs)
+
+        setattr(cls, name, method)
+
+    bcast = impl.BroadcastGlobalVariablesCallbackImpl
+    dispatch(bcast,
+             "register_local_var",
+             lambda self, var: self._local_vars.add(keras3().local_variable_ref(var)),
+             on=lambda self, var: var)
+    dispatch(bcast,
+             "on_batch_end",
+             lambda self, batch, logs=None: keras3().broadcast_model_and_optimizer(self))
+
+    schedule = impl.LearningRateScheduleCallbackImpl
+
+    def on_train_begin(self, logs=None):
+        if self.initial_lr is None:
+            self.initial_lr = keras3().get_lr(self.model.optimizer)
+        if not self.staircase and not self.steps_per_epoch:
+            self.steps_per_epoch = self._autodetect_steps_per_epoch()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = keras3().get_lr(self.model.optimizer)
+
+    dispatch(schedule, "_adjust_learning_rate",
+             lambda self, epoch: keras3().adjust_learning_rate(self, epoch))
+    dispatch(schedule, "_restore_momentum_if_needed", lambda self: keras3().restore_momentum(self))
+    dispatch(schedule, "on_train_begin", on_train_begin)
+    dispatch(schedule, "on_epoch_end", on_epoch_end)
+
+    def warmup_on_epoch_end(self, epoch, logs=None):
+        schedule.on_epoch_end(self, epoch, logs)
+        if epoch == self.end_epoch - 1 and self.verbose > 0 and impl.hvd.rank() == 0:
+            print("\nEpoch %d: finished gradual learning rate warmup to %g." %
+                  (epoch + 1, keras3().get_lr(self.model.optimizer)))
+
+    dispatch(impl.LearningRateWarmupCallbackImpl, "on_epoch_end", warmup_on_epoch_end)
+
+
 def _skip_float_momentum_correction(impl) -> None:
     """Make Horovod's LR schedule callbacks skip momentum correction where momentum is a float."""
     cls = impl.LearningRateScheduleCallbackImpl
@@ -181,8 +240,8 @@ def _skip_float_momentum_correction(impl) -> None:
             self.momentum_correction = False
             log.warning(
                 "Horovod's momentum correction is skipped: this optimizer's momentum is a Python "
-                "float (tf-keras), fixed when the step was traced. The learning-rate schedule "
-                "applies; pass momentum_correction=False to silence this.")
+                "float (tf-keras and Keras 3), fixed when the step was traced. The learning-rate "
+                "schedule applies; pass momentum_correction=False to silence this.")
         return adjust(self, epoch)
 
     cls._adjust_learning_rate = _adjust_learning_rate

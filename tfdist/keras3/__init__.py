@@ -22,3 +22,22 @@ def is_keras3(obj) -> bool:
     if keras3_loaded() is None:
         return False
     return any(c.__module__.split(".")[0] == "keras" for c in cls.__mro__)
+
+
+def keras_module(version: int):
+    """The Keras module that builds models for `version`: 2 is tf.keras (tf-keras under tfdist), 3
+    is `import keras` (Keras 3, which TensorFlow >= 2.16 installs beside tf-keras)."""
+    from tfdist.errors import ConfigError
+
+    if version == 2:
+        import tensorflow as tf
+
+        return tf.keras
+    if version == 3:
+        import keras
+
+        if not keras.__version__.startswith("3."):
+            raise ConfigError(f"--keras=3: `import keras` is Keras {keras.__version__} here, not "
+                              "Keras 3. Fix: `pip install 'keras>=3'`.")
+        return keras
+    raise ConfigError(f"keras={version!r}: expected 2 or 3 (--keras).")

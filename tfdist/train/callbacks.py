@@ -17,6 +17,7 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from tfdist.cluster.slurm import requeue_wanted
+from tfdist.keras3 import is_keras3
 from tfdist.train.checkpoint import TrainingCheckpoint, make_checkpoint
 from tfdist.train.preemption import PreemptionHandler, StepPreemptionHandler, catch_signals
 from tfdist.train.progress import EpochLine
@@ -26,11 +27,11 @@ from tfdist.train.throughput import ThroughputMeter
 log = logging.getLogger("tfdist")
 
 
-class _TensorBoard(tf.keras.callbacks.TensorBoard):
-    """TensorBoard at epoch frequency without per-step work: the graph of the train step is
-    written at the end of the first epoch, and the per-step summaries (not recorded at this
-    frequency anyway) are not even formed. Else Keras's callback timing takes its first steps for
-    a slow callback and warns."""
+class _EpochTensorBoard(tf.keras.callbacks.TensorBoard):
+    """tf-keras's TensorBoard at epoch frequency without per-step work: the graph of the train
+    step is written at the end of the first epoch, and the per-step summaries (not recorded at
+    this frequency anyway) are not even formed. Else Keras's callback timing takes its first steps
+    for a slow callback and warns."""
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
@@ -47,6 +48,44 @@ class _TensorBoard(tf.keras.callbacks.TensorBoard):
         super().on_epoch_end(epoch, logs)
 
 
+class _TensorBoard(tf.keras.callbacks.Callback):
+    """TensorBoard logs in `log_dir` by the TensorBoard callback of the model's own Keras (it reads
+    that Keras's model internals), chosen when fit hands over the model."""
+
+    def __init__(self, log_dir: str):
+        super().__init__()
+        # tf-keras: its batch hook reads no logs (no host sync a step), so parameter_server takes
+        # it. On the instance: tf-keras's Callback.__init__ sets False there.
+        self._supports_tf_logs = True
+        self.log_dir = log_dir
+        self.board = None
+
+    def set_model(self, model):
+        super().set_model(model)
+        if self.board is None:
+            if is_keras3(model):
+                from tfdist.keras3 import fit_hooks
+
+                self.board = fit_hooks.tensorboard(self.log_dir)
+            else:
+                self.board = _EpochTensorBoard(self.log_dir)
+            if getattr(self, "params", None):
+                self.board.set_params(self.params)
+        self.board.set_model(model)
+
+    def set_params(self, params):
+        super().set_params(params)
+        if self.board is not None:
+            self.board.set_params(params)
+
+
+for _hook in ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end",
+              "on_train_batch_end", "on_test_begin", "on_test_end"):
+    setattr(_TensorBoard,
+            _hook,
+            lambda self, *args, _hook=_hook, **kwargs: getattr(self.board, _hook)(*args, **kwargs))
+
+
 def resume_identity(engine,
                     batch_size: Optional[int],
                     extra: Optional[dict[str, Any]] = None) -> dict:
@@ -61,12 +100,48 @@ def resume_identity(engine,
 class TrainingCallbacks(list):
     """The callbacks for model.fit, with handles on those a script may ask afterwards:
     `meter` (epoch_rates, epoch_input_wait), `checkpoint` (resumed_from), `preemption` and
-    `summary` (`summary.add(test_accuracy=...)` adds to metrics.json)."""
+    `summary` (`summary.add(test_accuracy=...)` adds to metrics.json).
+
+    tf-keras's fit takes the list's items as its callbacks. Keras 3's takes a list subclass as one
+    callback (its tree utilities do not flatten subclasses): the list then passes each call on to
+    its items, in order."""
 
     meter: Optional[ThroughputMeter] = None
     checkpoint: Optional[TrainingCheckpoint] = None
     preemption: Optional[PreemptionHandler] = None
     summary: Optional[RunSummary] = None
+    model = None
+    params: dict = {}
+
+    def set_model(self, model):
+        self.model = model
+        for callback in self:
+            callback.set_model(model)
+
+    def set_params(self, params):
+        self.params = params
+        for callback in self:
+            callback.set_params(params)
+
+
+_HOOKS = ("on_train_begin", "on_train_end", "on_epoch_begin", "on_epoch_end", "on_batch_begin",
+          "on_batch_end", "on_train_batch_begin", "on_train_batch_end", "on_test_begin",
+          "on_test_end", "on_test_batch_begin", "on_test_batch_end", "on_predict_begin",
+          "on_predict_end", "on_predict_batch_begin", "on_predict_batch_end")
+
+
+def _each(hook: str):
+
+    def call(self, *args, **kwargs):
+        for callback in self:
+            getattr(callback, hook)(*args, **kwargs)
+
+    call.__name__ = hook
+    return call
+
+
+for _hook in _HOOKS:
+    setattr(TrainingCallbacks, _hook, _each(_hook))
 
 
 def training_callbacks(engine,

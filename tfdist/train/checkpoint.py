@@ -30,6 +30,7 @@ import tensorflow as tf
 from tfdist import env_vars
 from tfdist.errors import ConfigError
 from tfdist.files import TMP_PREFIX, replacing
+from tfdist.keras3 import is_keras3
 
 log = logging.getLogger("tfdist")
 
@@ -38,7 +39,7 @@ EXIT_AFTER_STEP = env_vars.TEST_EXIT_AFTER_STEP.name  # test-only, see the modul
 EXIT_WHILE_SAVING = env_vars.TEST_EXIT_WHILE_SAVING.name  # test-only, see the module docstring
 _NAME = re.compile(r"^ckpt-(\d+)$")
 # What must match for a resume to continue the same training (where both runs say).
-IDENTITY = ("model", "strategy", "world_size", "global_batch_size")
+IDENTITY = ("model", "keras", "strategy", "world_size", "global_batch_size")
 
 
 class ResumeRefused(ConfigError):
@@ -116,7 +117,8 @@ def describe_model(model) -> str:
 
 class TrainingCheckpoint(tf.keras.callbacks.Callback):
     """Save the training state at each epoch end (and every `save_steps` steps); restore it when
-    training starts, continuing at the saved epoch and step.
+    training starts, continuing at the saved epoch and step. For tf-keras and Keras 3 models alike
+    (Keras 3 calls the same hooks; where it starts is told through tfdist.keras3.fit_hooks).
 
     Every training task must use it (the save is collective under multi_worker).
     """
@@ -146,14 +148,17 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         model = self.model
+        keras3 = is_keras3(model)
         with model.distribute_strategy.scope():
             # Slot variables exist before the restore, so every one of them is filled.
-            model.optimizer.build(model.trainable_variables)
+            if not (keras3 and model.optimizer.built):  # Keras 3 builds once, maybe in fit
+                model.optimizer.build(model.trainable_variables)
         self._ckpt = tf.train.Checkpoint(model=model,
                                          optimizer=model.optimizer,
                                          epoch=self._epoch_var,
                                          step=self._step_var)
         self.identity.setdefault("model", describe_model(model))
+        self.identity["keras"] = 3 if keras3 else 2  # the variables' names differ between them
         self.identity["steps_per_epoch"] = self.params.get("steps")
         if self.is_chief:
             self._remove_partial()
@@ -165,15 +170,23 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
             self._ckpt.read(os.path.join(path, "state")).assert_existing_objects_matched()
             self.resumed_from = (int(self._epoch_var.numpy()), int(self._step_var.numpy()))
             log.info("resuming from %s (epoch %d, step %d)", path, *self.resumed_from)
-        # Keras asks the model's training state where to start (tf_keras's own BackupAndRestore
-        # uses the same hook); this callback is that state.
-        model._training_state = self
+        if keras3:
+            from tfdist.keras3 import fit_hooks
+
+            if self.resumed_from is not None:
+                fit_hooks.start_at(
+                    model,
+                    *self.maybe_load_initial_counters_from_ckpt(self.params.get("steps") or 0, 0))
+        else:
+            # tf-keras asks the model's training state where to start (its own BackupAndRestore
+            # uses the same hook); this callback is that state.
+            model._training_state = self
 
     def maybe_load_initial_counters_from_ckpt(self, steps_per_epoch, initial_epoch, mode=None):
         if self.resumed_from is None:
             return initial_epoch, 0
         epoch, step = self.resumed_from
-        if step >= steps_per_epoch:  # saved at the last step of an epoch
+        if steps_per_epoch and step >= steps_per_epoch:  # saved at the last step of an epoch
             epoch, step = epoch + 1, 0
         return epoch, step
 
@@ -187,6 +200,10 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         if getattr(self.model, "_training_state", None) is self:
             del self.model._training_state
+        if is_keras3(self.model):
+            from tfdist.keras3 import fit_hooks
+
+            fit_hooks.fit_ended(self.model)
 
     # -- saving ------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from tfdist.errors import ConfigError
 
+KERASES = (2, 3)  # tfdist.keras3.KERASES, here without importing anything
 OPTIMIZERS = ("sgd", "adam")
 MIXED_PRECISION = ("float32", "mixed_float16", "mixed_bfloat16")
 SCHEDULES = ("constant", "cosine", "step")
@@ -32,6 +33,7 @@ def given_or_default(name: str, value: Any, strategy: str) -> Any:
 @dataclasses.dataclass
 class TrainConfig:
     model: str = "cnn"
+    keras: int = 2  # the Keras that builds the model and optimizer: 2 (tf.keras) or 3 (`keras`)
     pipeline: str = "digits"
     strategy: str = "auto"
     num_ps: int = 1
@@ -63,6 +65,9 @@ class TrainConfig:
     engine_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        if self.keras not in KERASES:
+            raise ConfigError(f"keras={self.keras!r}: expected one of "
+                              f"{', '.join(map(str, KERASES))} (--keras).")
         for name, allowed in (("optimizer", OPTIMIZERS), ("mixed_precision", MIXED_PRECISION),
                               ("lr_schedule", SCHEDULES)):
             if getattr(

@@ -60,11 +60,10 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
 
 def _pipeline(cfg: TrainConfig):
     """The precision policy set, the pipeline and its info."""
-    import tensorflow as tf
-
     from pipelines import load_pipeline
+    from tfdist.keras3 import keras_module
 
-    tf.keras.mixed_precision.set_global_policy(cfg.mixed_precision)
+    keras_module(cfg.keras).mixed_precision.set_global_policy(cfg.mixed_precision)
     pipeline = load_pipeline(cfg.pipeline)
     return pipeline, pipeline.info(cfg.data_dir, **cfg.pipeline_options)
 
@@ -84,6 +83,7 @@ def _test_split(pipeline, cfg: TrainConfig):
 
 def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
     """The parameter-server evaluator: the test split on each new checkpoint of the chief."""
+    from tfdist.keras3 import keras_module
     from tfdist.train.models import compiled_model
     from tfdist.train.sidecar import evaluate_checkpoints
 
@@ -91,17 +91,19 @@ def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
         raise ConfigError("--evaluator evaluates the checkpoints in --model_dir: give --model_dir.")
     pipeline, info = _pipeline(cfg)
     log.info("evaluator: evaluating the checkpoints in %s until the chief finishes", cfg.model_dir)
-    evaluations = evaluate_checkpoints(cfg.model_dir, lambda: compiled_model(cfg.model, info),
+    keras = keras_module(cfg.keras)
+    evaluations = evaluate_checkpoints(cfg.model_dir,
+                                       lambda: compiled_model(cfg.model, info, keras=keras),
                                        lambda: _test_split(pipeline, cfg), rt.engine.chief_finished)
     return {"rank": rt.rank, "role": "evaluator", "evaluations": evaluations}
 
 
 def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
-    import tensorflow as tf
-
+    from tfdist.keras3 import keras_module
     from tfdist.train.models import compiled_model
     from tfdist.train.schedules import learning_rate, make_optimizer
 
+    keras = keras_module(cfg.keras)
     pipeline, info = _pipeline(cfg)
     steps = cfg.steps_per_epoch or info["num_train"] // rt.global_batch_size(cfg.batch_size)
     if steps < 1:
@@ -111,13 +113,13 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
     if cfg.restart and cfg.model_dir:
         _start_anew(rt, cfg.model_dir)
     # A resumed run continues with the checkpoint's data-order seed, at its epoch and step.
-    start = rt.resume(cfg.model_dir, cfg.batch_size, model=cfg.model)
+    start = rt.resume(cfg.model_dir, cfg.batch_size, model=cfg.model, keras=cfg.keras)
     if start.epoch >= cfg.epochs and os.path.exists(metrics_path(cfg.model_dir)):
         with open(metrics_path(cfg.model_dir)) as f:  # every task decides alike: nothing to do
             done = dict(checkpoint=start.path, epochs_done=start.epoch, epochs=cfg.epochs)
             return dict(json.load(f), rank=rt.rank, already_finished=done)
     seed = cfg.seed if start.seed is None else start.seed
-    tf.keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(seed)
     options = dict(seed=seed,
                    shuffle=cfg.shuffle,
                    epoch=start.epoch,
@@ -127,7 +129,8 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         "train", ctx, cfg.batch_size, repeat=True, **options)
     with rt.scope():
         lr = learning_rate(cfg, rt.scale_lr(cfg.lr), steps)
-        model = compiled_model(cfg.model, info, rt.optimizer(make_optimizer(cfg.optimizer, lr)))
+        optimizer = rt.optimizer(make_optimizer(cfg.optimizer, lr, keras))
+        model = compiled_model(cfg.model, info, optimizer, keras)
     # Keras's progress bar on a terminal; in a batch log one line per epoch (the chief).
     verbose = cfg.verbose if cfg.verbose is not None else (1 if sys.stdout.isatty() else 0)
     callbacks = rt.callbacks(cfg.model_dir,
@@ -137,14 +140,16 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
                              requeue=cfg.requeue,
                              tensorboard=cfg.tensorboard,
                              identity=dict(model=cfg.model, seed=seed))
-    model.fit(rt.dataset(train_input, skip_steps=start.step),
-              epochs=cfg.epochs,
-              steps_per_epoch=steps,
-              callbacks=callbacks,
-              verbose=verbose if rt.is_chief else 0)
+    model.fit(
+        rt.dataset(train_input, skip_steps=start.step),
+        epochs=cfg.epochs,
+        steps_per_epoch=steps,
+        callbacks=callbacks,
+        shuffle=False,  # the pipeline shuffles (Keras 3 warns that it would not)
+        verbose=verbose if rt.is_chief else 0)
     # The test split is evaluated by a plain copy of the model, outside the strategy: the same on
     # every engine, and no collective that a task could miss.
-    local = compiled_model(cfg.model, info)
+    local = compiled_model(cfg.model, info, keras=keras)
     local.set_weights(model.get_weights())
     test_loss, test_accuracy = local.evaluate(_test_split(pipeline, cfg), verbose=0)
     if rt.is_chief and cfg.model_dir:
@@ -156,6 +161,7 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         optimizer=cfg.optimizer,
         model=cfg.model,
         mixed_precision=cfg.mixed_precision,
+        keras=cfg.keras,
         pipeline=cfg.pipeline,
         train_samples=info["num_train"],  # tfdist scale: time/epoch
         final=final)

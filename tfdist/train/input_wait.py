@@ -3,7 +3,8 @@ step itself.
 
 Keras fetches the batch (`next(iterator)`) and runs the step in one traced function, so nothing
 outside it can tell waiting from computing. `count_steps` rebuilds that function the way tf_keras
-2.18's `Model.make_train_function` does for one step per call, with two timestamps around the
+2.18's `Model.make_train_function` does for one step per call (Keras 3:
+tfdist.keras3.fit_hooks), with two timestamps around the
 fetch, and adds the wait and the batch's size to two variables: no extra call or host sync per
 step, and the samples are counted, not inferred from a batch size the caller has to know.
 """
@@ -15,11 +16,17 @@ from typing import NamedTuple, Optional
 
 import tensorflow as tf
 
+from tfdist.keras3 import is_keras3
+
 log = logging.getLogger("tfdist")
 
 
 def unsupported(model) -> Optional[str]:
     """Why the input wait of this model's fit cannot be timed, or None."""
+    if is_keras3(model):
+        from tfdist.keras3 import fit_hooks
+
+        return "steps_per_execution is not 1" if fit_hooks.steps_per_execution(model) != 1 else None
     steps = getattr(model, "_steps_per_execution", None)
     if getattr(model, "autotune_steps_per_execution",
                False) or (steps is not None and int(steps.numpy().item()) != 1):
@@ -63,7 +70,6 @@ def count_steps(model) -> Optional[StepCounters]:
     if reason:
         log.info("input wait not measured: %s.", reason)
         return None
-    from tf_keras.src.engine.training import _minimum_control_deps, reduce_per_replica
 
     # Created inside fit's strategy scope, by every task in the same order as its other
     # callbacks' variables; each synchronous task adds and reads its own (no aggregation).
@@ -71,7 +77,14 @@ def count_steps(model) -> Optional[StepCounters]:
         return tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name)
 
     counters = StepCounters(variable("tfdist_input_wait"), variable("tfdist_samples"))
+    if is_keras3(model):
+        from tfdist.keras3 import fit_hooks
+
+        fit_hooks.instrument_steps(model, counters, _batch_size)
+        return counters
     strategy = model.distribute_strategy
+
+    from tf_keras.src.engine.training import _minimum_control_deps, reduce_per_replica
 
     def run_step(data):
         outputs = model.train_step(data)

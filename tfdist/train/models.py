@@ -8,12 +8,14 @@ import tensorflow as tf
 
 from tfdist.errors import ConfigError
 
-layers = tf.keras.layers
+# Each builder takes the Keras to build with (`keras`: tf.keras, or Keras 3's `keras` module; both
+# offer the same names for what is used here).
 
 
-def cnn(input_shape, num_classes):
+def cnn(input_shape, num_classes, keras=tf.keras):
     """The digits CNN: two convolutions, one hidden dense layer (no dropout: exact replays)."""
-    return tf.keras.Sequential([
+    layers = keras.layers
+    return keras.Sequential([
         layers.Input(input_shape),
         layers.Conv2D(32, 3, padding="same", activation="relu"),
         layers.Conv2D(64, 3, padding="same", activation="relu"),
@@ -22,22 +24,24 @@ def cnn(input_shape, num_classes):
         layers.Dense(128, activation="relu"),
         layers.Dense(num_classes),
     ],
-                               name="cnn")
+                            name="cnn")
 
 
-def mlp(input_shape, num_classes):
-    return tf.keras.Sequential([
+def mlp(input_shape, num_classes, keras=tf.keras):
+    layers = keras.layers
+    return keras.Sequential([
         layers.Input(input_shape),
         layers.Flatten(),
         layers.Dense(256, activation="relu"),
         layers.Dense(128, activation="relu"),
         layers.Dense(num_classes),
     ],
-                               name="mlp")
+                            name="mlp")
 
 
-def resnet_small(input_shape, num_classes, width=32, blocks=3):
+def resnet_small(input_shape, num_classes, keras=tf.keras, width=32, blocks=3):
     """A small ResNet (three residual blocks), the benchmark model that fits a 2-core machine."""
+    layers = keras.layers
     inputs = layers.Input(input_shape)
     x = layers.Conv2D(width, 3, padding="same", use_bias=False)(inputs)
     x = layers.BatchNormalization()(x)
@@ -50,22 +54,23 @@ def resnet_small(input_shape, num_classes, width=32, blocks=3):
         y = layers.BatchNormalization()(y)
         x = layers.ReLU()(layers.Add()([x, y]))
     x = layers.GlobalAveragePooling2D()(x)
-    return tf.keras.Model(inputs, layers.Dense(num_classes)(x), name="resnet_small")
+    return keras.Model(inputs, layers.Dense(num_classes)(x), name="resnet_small")
 
 
-def resnet50(input_shape, num_classes):
+def resnet50(input_shape, num_classes, keras=tf.keras):
     """Keras applications' ResNet-50 with random weights (nothing is downloaded)."""
+    layers = keras.layers
     inputs = layers.Input(input_shape)
     x = inputs
     if min(input_shape[:2]) < 32:  # ResNet-50 needs at least 32x32 inputs
         x = layers.Resizing(32, 32)(x)
     if input_shape[-1] != 3:
         x = layers.Conv2D(3, 1)(x)
-    base = tf.keras.applications.ResNet50(weights=None,
-                                          include_top=False,
-                                          input_shape=tuple(x.shape[1:]),
-                                          pooling="avg")
-    return tf.keras.Model(inputs, layers.Dense(num_classes)(base(x)), name="resnet50")
+    base = keras.applications.ResNet50(weights=None,
+                                       include_top=False,
+                                       input_shape=tuple(x.shape[1:]),
+                                       pooling="avg")
+    return keras.Model(inputs, layers.Dense(num_classes)(base(x)), name="resnet50")
 
 
 MODELS: dict[str, Callable] = {
@@ -76,28 +81,28 @@ MODELS: dict[str, Callable] = {
 }
 
 
-def build_model(name: str, input_shape, num_classes: int):
-    """A fresh, uncompiled model; outputs logits."""
+def build_model(name: str, input_shape, num_classes: int, keras=tf.keras):
+    """A fresh, uncompiled model of `keras` (tf.keras or Keras 3's module); outputs logits."""
     if name not in MODELS:
         raise ConfigError(f"Unknown model {name!r}: expected one of {', '.join(MODELS)} (--model).")
-    model = MODELS[name](tuple(input_shape), num_classes)
-    if tf.keras.mixed_precision.global_policy().compute_dtype != "float32":
+    model = MODELS[name](tuple(input_shape), num_classes, keras=keras)
+    if keras.mixed_precision.global_policy().compute_dtype != "float32":
         # Mixed precision: logits (and so the loss) in float32, for numerical stability.
-        logits = layers.Activation("linear", dtype="float32")(model.output)
-        model = tf.keras.Model(model.input, logits, name=model.name)
+        logits = keras.layers.Activation("linear", dtype="float32")(model.output)
+        model = keras.Model(model.input, logits, name=model.name)
     return model
 
 
-def compile_classifier(model, optimizer="sgd"):
+def compile_classifier(model, optimizer="sgd", keras=tf.keras):
     """`model` (logits out) compiled as `tfdist train` trains it: cross-entropy, accuracy."""
     model.compile(optimizer=optimizer,
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     return model
 
 
-def compiled_model(name: str, info: dict, optimizer="sgd"):
+def compiled_model(name: str, info: dict, optimizer="sgd", keras=tf.keras):
     """`tfdist train`'s model for a pipeline's `info`, compiled for its classes (a plain copy, for
     evaluation, with the default optimizer)."""
-    return compile_classifier(build_model(name, info["input_shape"], info["num_classes"]),
-                              optimizer)
+    return compile_classifier(build_model(name, info["input_shape"], info["num_classes"], keras),
+                              optimizer, keras)

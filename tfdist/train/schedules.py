@@ -15,8 +15,7 @@ from tfdist.errors import ConfigError
 from tfdist.train.config import OPTIMIZERS, SCHEDULES
 
 
-@tf.keras.utils.register_keras_serializable(package="tfdist")
-class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
+class _Warmup:
     """lr(step) = start + (peak - start) * step / warmup_steps while step < warmup_steps; then
     constant peak, cosine decay to 0 at total_steps, or peak * decay_rate ** (k // decay_steps)
     with k the steps after warmup."""
@@ -29,7 +28,6 @@ class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
                  total_steps: int = 0,
                  decay_steps: int = 0,
                  decay_rate: float = 0.1):
-        super().__init__()
         if schedule not in SCHEDULES:
             raise ConfigError(f"schedule={schedule!r}: expected one of {', '.join(SCHEDULES)} "
                               "(--lr_schedule).")
@@ -63,24 +61,45 @@ class WarmupSchedule(tf.keras.optimizers.schedules.LearningRateSchedule):
         return {name: getattr(self, name) for name in names}
 
 
-def make_optimizer(name: str, lr):
-    """`tfdist train --optimizer`: SGD with momentum 0.9, or Adam, at rate (or schedule) lr."""
+@tf.keras.utils.register_keras_serializable(package="tfdist")
+class WarmupSchedule(_Warmup, tf.keras.optimizers.schedules.LearningRateSchedule):
+    """tf-keras's (tf.keras) warmup schedule: see _Warmup."""
+
+
+_keras3_schedule: list = []
+
+
+def keras3_warmup_schedule():
+    """The same schedule for Keras 3 optimizers (made when first asked: Keras 3 loads then)."""
+    if not _keras3_schedule:
+        import keras
+
+        cls = type("WarmupSchedule", (_Warmup, keras.optimizers.schedules.LearningRateSchedule),
+                   {"__doc__": "Keras 3's warmup schedule: see _Warmup."})
+        _keras3_schedule.append(keras.saving.register_keras_serializable(package="tfdist")(cls))
+    return _keras3_schedule[0]
+
+
+def make_optimizer(name: str, lr, keras=tf.keras):
+    """`tfdist train --optimizer`: SGD with momentum 0.9, or Adam, at rate (or schedule) lr, of
+    `keras` (tf.keras or Keras 3's module)."""
     if name == "sgd":
-        return tf.keras.optimizers.SGD(lr, momentum=0.9)
+        return keras.optimizers.SGD(lr, momentum=0.9)
     if name == "adam":
-        return tf.keras.optimizers.Adam(lr)
+        return keras.optimizers.Adam(lr)
     raise ConfigError(f"Unknown optimizer {name!r}: expected one of {', '.join(OPTIMIZERS)}.")
 
 
 def learning_rate(cfg, peak: float, steps: int):
-    """`tfdist train`'s rate: the scaled `peak`, or a WarmupSchedule when warming up or decaying
-    (cfg: a TrainConfig; steps: per epoch)."""
+    """`tfdist train`'s rate: the scaled `peak`, or a WarmupSchedule (of the Keras `cfg.keras`)
+    when warming up or decaying (cfg: a TrainConfig; steps: per epoch)."""
     if cfg.warmup_epochs <= 0 and cfg.lr_schedule == "constant":
         return peak
-    return WarmupSchedule(start_lr=cfg.lr,
-                          peak_lr=peak,
-                          warmup_steps=round(cfg.warmup_epochs * steps),
-                          schedule=cfg.lr_schedule,
-                          total_steps=cfg.epochs * steps,
-                          decay_steps=round(cfg.lr_decay_epochs * steps),
-                          decay_rate=cfg.lr_decay_rate)
+    schedule = keras3_warmup_schedule() if cfg.keras == 3 else WarmupSchedule
+    return schedule(start_lr=cfg.lr,
+                    peak_lr=peak,
+                    warmup_steps=round(cfg.warmup_epochs * steps),
+                    schedule=cfg.lr_schedule,
+                    total_steps=cfg.epochs * steps,
+                    decay_steps=round(cfg.lr_decay_epochs * steps),
+                    decay_rate=cfg.lr_decay_rate)

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import tensorflow as tf
 
 from tfdist.files import write_json
+from tfdist.keras3 import is_keras3
 
 METRICS = "metrics.json"
 _METER_KEYS = ("samples_per_sec", "input_wait")  # per epoch in the meter's lists instead
@@ -79,6 +80,10 @@ class RunSummary(tf.keras.callbacks.Callback):
 
 def _loss_scale(optimizer) -> Optional[float]:
     """The dynamic loss scale Keras put in place for mixed_float16 (its value now), else None."""
+    if is_keras3(optimizer):
+        from tfdist.keras3 import fit_hooks
+
+        return fit_hooks.loss_scale(optimizer)
     scale = getattr(optimizer, "loss_scale", None)
     return None if scale is None else float(tf.keras.backend.get_value(scale))
 

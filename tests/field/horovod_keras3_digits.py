@@ -1,0 +1,98 @@
+# Horovod's Keras example (examples/tensorflow2/tensorflow2_keras_mnist.py) written against Keras 3
+# (`import keras`), on digits instead of MNIST. The lines tfdist needs are marked "tfdist:";
+# everything else is Horovod's API used the way its example does, in its import order, with the
+# Keras 3 spellings (`keras.…`, a `.keras` checkpoint, no `experimental_run_tf_function`).
+import json
+import os
+import sys
+
+import tfdist  # tfdist: first, before TensorFlow
+
+import keras
+import tensorflow as tf
+import horovod.tensorflow.keras as hvd
+
+import digits_data
+
+
+def train(out_dir):
+    tfdist.init(strategy="horovod")  # tfdist: Horovod's environment from Slurm or `tfdist launch`
+    # Horovod: initialize Horovod.
+    hvd.init()
+
+    # Horovod: pin GPU to be used to process local rank (one GPU per process)
+    gpus = tf.config.experimental.list_physical_devices('GPU')
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    if gpus:
+        tf.config.experimental.set_visible_devices(gpus[hvd.local_rank()], 'GPU')
+
+    (images, labels), (test_images, test_labels) = digits_data.load_data()
+    dataset = tf.data.Dataset.from_tensor_slices((tf.cast(images[..., tf.newaxis] / 255.0,
+                                                          tf.float32), tf.cast(labels, tf.int64)))
+    dataset = dataset.repeat().shuffle(2000).batch(32)
+
+    model = keras.Sequential([
+        keras.Input(shape=(8, 8, 1)),
+        keras.layers.Conv2D(32, [3, 3], activation='relu'),
+        keras.layers.Conv2D(64, [3, 3], activation='relu'),
+        keras.layers.MaxPooling2D(pool_size=(2, 2)),
+        keras.layers.Dropout(0.25),
+        keras.layers.Flatten(),
+        keras.layers.Dense(128, activation='relu'),
+        keras.layers.Dropout(0.5),
+        keras.layers.Dense(10, activation='softmax')
+    ])
+
+    # Horovod: adjust learning rate based on number of GPUs.
+    scaled_lr = 0.001 * hvd.size()
+    opt = keras.optimizers.Adam(scaled_lr)
+
+    # Horovod: add Horovod DistributedOptimizer.
+    opt = hvd.DistributedOptimizer(opt,
+                                   backward_passes_per_step=1,
+                                   average_aggregated_gradients=True)
+
+    model.compile(loss=keras.losses.SparseCategoricalCrossentropy(),
+                  optimizer=opt,
+                  metrics=['accuracy'])
+
+    callbacks = [
+        # Horovod: broadcast initial variable states from rank 0 to all other processes.
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+        # Horovod: average metrics among workers at the end of every epoch.
+        hvd.callbacks.MetricAverageCallback(),
+        # Horovod: warm the learning rate up to `scaled_lr` over the first three epochs.
+        hvd.callbacks.LearningRateWarmupCallback(initial_lr=scaled_lr, warmup_epochs=3, verbose=1),
+    ]
+
+    # Horovod: save checkpoints only on worker 0 to prevent other workers from corrupting them.
+    if hvd.rank() == 0:
+        callbacks.append(
+            keras.callbacks.ModelCheckpoint(os.path.join(out_dir, 'checkpoint-{epoch}.keras')))
+
+    # Horovod: write logs on worker 0.
+    verbose = 2 if hvd.rank() == 0 else 0
+
+    # Horovod: adjust number of steps based on number of GPUs.
+    model.fit(dataset,
+              steps_per_epoch=400 // hvd.size(),
+              callbacks=callbacks,
+              epochs=8,
+              verbose=verbose)
+
+    _, accuracy = model.evaluate(test_images[..., None] / 255.0, test_labels, verbose=0)
+    weight_sum = float(sum(w.sum() for w in model.get_weights()))
+    sums = hvd.allgather(tf.constant([weight_sum]), name='weight_sums').numpy().tolist()
+    if hvd.rank() == 0:
+        with open(os.path.join(out_dir, 'result.json'), 'w') as f:
+            json.dump({
+                'test_accuracy': float(accuracy),
+                'size': hvd.size(),
+                'weight_sums': sums
+            }, f)
+    return model
+
+
+if __name__ == '__main__':
+    train(sys.argv[1] if len(sys.argv) > 1 else '.')

@@ -1,0 +1,40 @@
+"""Keras 3 models under ParameterServerStrategy: `fit` driven by a ClusterCoordinator on the chief
+(tfdist.keras3.parameter_server), with real chief, ps and worker processes via `tfdist launch`."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import PYTHON, launch
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).resolve().parent / "ps_script.py"
+
+
+def test_chief_ps_and_two_workers_learn_digits_and_the_evaluator_follows(tmp_path):
+    """Chief + 1 ps + 2 workers train; the fifth task, the evaluator, evaluates the chief's
+    checkpoints (tfdist.train.sidecar) with a Keras 3 model of its own."""
+    epochs = 8
+    r = launch(5, PYTHON, SCRIPT, tmp_path, epochs, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
+    res = json.loads((tmp_path / "result.json").read_text())
+    assert res["workers"] == 2 and res["test_accuracy"] >= 0.95, res
+    # Every scheduled step ran (on the workers: the chief only schedules) before fit returned.
+    assert res["iterations"] == epochs * 50, res
+    history = res["history"]
+    assert set(history) == {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert len(history["loss"]) == epochs and history["loss"][-1] < history["loss"][0]
+    # validation_data and evaluate run on the chief with the trained weights: the same numbers.
+    assert history["val_accuracy"][-1] == pytest.approx(res["test_accuracy"], abs=1e-6)
+    assert sum(p == t for p, t in zip(res["predicted"], res["labels"])) >= 4
+    assert res["refused"].startswith("ParameterServerFitError: fit under ParameterServerStrategy "
+                                     "got x of type ndarray"), res["refused"]
+    evaluations = json.loads((tmp_path / "evaluations.json").read_text())
+    steps = [e["global_step"] for e in evaluations]
+    assert steps and steps == sorted(set(steps)), evaluations  # each checkpoint once, in order
+    last = evaluations[-1]
+    assert (last["epoch"], last["global_step"]) == (epochs, epochs * 50), last
+    # The final checkpoint holds the chief's final weights: the same test accuracy.
+    assert last["metrics"]["accuracy"] == pytest.approx(res["test_accuracy"], abs=1e-6)

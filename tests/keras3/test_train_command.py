@@ -1,0 +1,46 @@
+"""`tfdist train --keras=3` under the strategies of the Horovod and parameter-server half:
+the bundled model built with Keras 3 trains through `tfdist launch`."""
+
+import json
+
+import pytest
+
+from tests.helpers import TFDIST, launch, requires_horovod
+
+pytestmark = pytest.mark.slow
+
+
+def train(n, tmp_path, *flags):
+    model_dir = tmp_path / "run"
+    r = launch(n,
+               TFDIST,
+               "train",
+               "--keras=3",
+               "--pipeline=digits",
+               f"--model_dir={model_dir}",
+               *flags,
+               env={"TFDIST_VERBOSE": "1"},
+               timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    return r, json.loads((model_dir / "metrics.json").read_text())
+
+
+@requires_horovod
+@pytest.mark.horovod
+def test_horovod(tmp_path):
+    _, metrics = train(2, tmp_path, "--strategy=horovod", "--epochs=6")
+    assert (metrics["keras"], metrics["strategy"], metrics["world_size"]) == (3, "horovod", 2)
+    assert metrics["final"]["test_accuracy"] >= 0.95, metrics["final"]
+
+
+def test_parameter_server_with_the_evaluator(tmp_path):
+    """Chief + ps + worker train; the evaluator (task 3) follows the chief's checkpoints."""
+    r, metrics = train(4, tmp_path, "--strategy=parameter_server", "--evaluator", "--epochs=6",
+                       "--optimizer=adam", "--lr=0.001")
+    assert (metrics["keras"], metrics["strategy"]) == (3, "parameter_server")
+    assert metrics["final"]["test_accuracy"] >= 0.95, metrics["final"]
+    assert metrics["samples_per_sec"] > 0  # counted in the steps, on the workers
+    line = next(x for x in r.stdout.splitlines() if x.startswith("[3] tfdist train: evaluations "))
+    last = json.loads(line.split("evaluations ", 1)[1])[-1]
+    assert (last["epoch"], last["global_step"]) == (6, 6 * metrics["steps_per_epoch"])
+    assert last["metrics"]["accuracy"] == pytest.approx(metrics["final"]["test_accuracy"], abs=1e-6)

@@ -1,0 +1,33 @@
+"""Apply tfdist's corrections to Keras 3 when it is imported, before or after tfdist.
+
+`install()` (called by `import tfdist`) registers them with tfdist.import_hooks for the Keras
+module each corrects, and corrects at once a module Keras already imported. No TensorFlow or Keras
+import here: the corrections' modules load when Keras does.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tfdist import import_hooks
+
+TRAINER = "keras.src.backend.tensorflow.trainer"  # Keras 3's TensorFlow fit/evaluate/predict
+
+
+def _correct_trainer(trainer) -> None:
+    from tfdist.keras3 import multi_worker, parameter_server
+
+    multi_worker.apply(trainer)
+    parameter_server.apply(trainer)
+
+
+# Keras module -> the correction applied to it once executed.
+CORRECTIONS = {TRAINER: _correct_trainer}
+
+
+def install() -> None:
+    """Correct Keras 3 from now on, and now where it is already imported (idempotent)."""
+    for name, correct in CORRECTIONS.items():
+        import_hooks.when_imported(name, after=correct)
+        if name in sys.modules:
+            correct(sys.modules[name])

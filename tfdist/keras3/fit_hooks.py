@@ -1,0 +1,101 @@
+"""What tfdist's callbacks (tfdist.train) do differently for a Keras 3 model: the hooks Keras 3's
+`fit` offers where tf-keras's differ. The callbacks hold the logic; these adapters are thin.
+
+- `start_at`: where a resumed fit starts. tf-keras asks `model._training_state` for the epoch and
+  step; Keras 3 reads only the epoch (`model._initial_epoch`, the hook of its own
+  BackupAndRestore) and has no step. The first `step` calls of the resumed epoch's train function
+  then return without running: no batch is taken and no update made, so the epoch trains its
+  remaining steps on the batches after the checkpoint's (the data already skips those trained,
+  rt.dataset(skip_steps=...)), as tf-keras's resumed epoch does, and Keras's callbacks see the
+  same batch numbers.
+- `instrument_steps`: the train function rebuilt with the input wait and samples counted inside
+  the step (tfdist.train.input_wait), as Keras 3.15's `_make_function` builds it for one step per
+  call.
+- `tensorboard`: Keras 3's own TensorBoard callback.
+- `loss_scale`: the dynamic loss scale of Keras 3's LossScaleOptimizer.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+def start_at(model, epoch: int, step: int) -> None:
+    """Make Keras 3's fit (called from on_train_begin) start `step` steps into `epoch`."""
+    model._initial_epoch = epoch
+    if not step:
+        return
+    train_function = model.train_function
+    skipped = [0]
+
+    def skipping(iterator):
+        if skipped[0] < step:
+            skipped[0] += 1
+            return {}
+        model.train_function = train_function  # the remaining steps: Keras's own, unwrapped
+        return train_function(iterator)
+
+    model.train_function = skipping
+
+
+def fit_ended(model) -> None:
+    """Forget the start of this fit: a later fit starts where its caller says."""
+    model._initial_epoch = None
+
+
+def instrument_steps(model, counters, batch_size) -> None:
+    """Replace `model.train_function` (from on_train_begin: fit has just made it) by one that adds
+    each step's wait for its batch, in seconds, and its samples (`batch_size(data, strategy)`) to
+    `counters`; Keras's own function stays for calls without a dataset iterator (train_on_batch).
+    """
+    import tensorflow as tf
+
+    trainer = __import__("keras.src.backend.tensorflow.trainer", fromlist=["reduce_per_replica"])
+    strategy = model.distribute_strategy
+    own = model.train_function
+
+    def one_step_on_data(data):
+        outputs = strategy.run(model.train_step, args=(data, ))
+        return trainer.reduce_per_replica(outputs, strategy, reduction="auto")
+
+    def step(iterator):
+        start = tf.timestamp()
+        with tf.control_dependencies([start]):
+            data = iterator.get_next()
+        with tf.control_dependencies(tf.nest.flatten(data, expand_composites=True)):
+            arrived = tf.timestamp()
+        counters.waited.assign_add(arrived - start)
+        counters.samples.assign_add(batch_size(data, strategy))
+        return one_step_on_data(data)
+
+    if not model.run_eagerly:
+        one_step_on_data = tf.function(one_step_on_data,
+                                       reduce_retracing=True,
+                                       jit_compile=model.jit_compile)
+        step = tf.function(step, reduce_retracing=True)
+
+    coordinator = getattr(model, "_cluster_coordinator", None)  # tfdist.keras3.parameter_server
+
+    def train_function(iterator):
+        if coordinator is not None:  # a step on a worker, its counters on a parameter server
+            return coordinator.schedule(step, args=(iterator, ))
+        if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
+            return step(iterator)
+        return own(iterator)
+
+    model.train_function = train_function
+
+
+def steps_per_execution(model) -> int:
+    return int(getattr(model, "steps_per_execution", 1) or 1)
+
+
+def tensorboard(log_dir: str):
+    import keras
+
+    return keras.callbacks.TensorBoard(log_dir)
+
+
+def loss_scale(optimizer) -> Optional[float]:
+    scale = getattr(optimizer, "dynamic_scale", None)
+    return None if scale is None else float(scale.numpy())

@@ -1,0 +1,129 @@
+"""Keras 3's TensorFlow trainer under MultiWorkerMirroredStrategy: two corrections.
+
+Keras 3's `fit` and `evaluate` fail in multi-worker mode at two places, the first hiding the
+second (keras-team/keras#20585, tensorflow#72388; measured on Keras 3.15.1 with TensorFlow 2.18.1
+and 2.21.0):
+
+1. `symbolic_build_from_local_spec`: before the first step, `_maybe_symbolic_build` mean-reduces
+   the first distributed batch with `strategy.reduce(...)` only to learn its shapes and dtypes.
+   In multi-worker mode every element of a distributed dataset is a PerReplica, and
+   MultiWorkerMirroredStrategy's reduce takes no nested structure: `ValueError: Attempt to convert
+   a value (PerReplica:{...})`. Corrected: the shapes and dtypes come from the first local
+   replica's element spec (no collective, no batch read: the same shapes on every replica).
+2. `reduce_metrics_leaf_by_leaf`: every step's outputs (scalar metric results) are reduced with
+   `strategy.reduce("MEAN", v, axis=0)`: `Invalid reduction dimension 0 for input with 0
+   dimensions`. Corrected: each leaf is averaged over the replicas (`axis=None`), as Keras does
+   under one-worker MirroredStrategy and as tf-keras does under every strategy.
+
+Both apply only in multi-worker mode; elsewhere Keras's own code runs. Each is tied to the source
+of the function it corrects (KNOWN_SOURCES, the Keras versions measured): a Keras whose function
+changed is not patched blindly. In multi-worker mode it gets KerasCorrectionUnknown, naming the
+function, the version and the fix; elsewhere Keras's own code runs unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import inspect
+import logging
+
+from tfdist.errors import TfdistError
+
+log = logging.getLogger("tfdist")
+
+# sha256 (first 16 hex digits) of inspect.getsource(function) -> the Keras versions measured.
+KNOWN_SOURCES = {
+    "TensorFlowTrainer._maybe_symbolic_build": {
+        "92a504f5eba9b29f": "3.15.1"
+    },
+    "reduce_per_replica": {
+        "2e7d54b1e6edc29a": "3.15.1"
+    },
+}
+_MARK = "_tfdist_keras3_correction"
+
+
+class KerasCorrectionUnknown(TfdistError, RuntimeError):
+    """This Keras 3 changed code that tfdist corrects: tfdist does not patch it blindly."""
+
+
+def source_hash(function) -> str:
+    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:16]
+
+
+def _known(name: str, function) -> bool:
+    return source_hash(function) in KNOWN_SOURCES[name]
+
+
+def _unknown(name: str, version: str) -> KerasCorrectionUnknown:
+    measured = ", ".join(sorted(set(KNOWN_SOURCES[name].values())))
+    return KerasCorrectionUnknown(
+        f"Keras {version} changed `keras.src.backend.tensorflow.trainer.{name}`, which tfdist "
+        "corrects so that Keras 3 trains under MultiWorkerMirroredStrategy (it fails there "
+        f"otherwise, keras-team/keras#20585); tfdist knows its code from Keras {measured} only "
+        "and does not patch a version it has not measured. Fix: install a measured Keras "
+        f"(`pip install keras=={measured.split(', ')[-1]}`), or build the model with tf.keras "
+        "(tf-keras under tfdist: `from tensorflow import keras`), or train on one node "
+        "(--strategy=mirrored).")
+
+
+def apply(trainer) -> None:
+    """Correct `trainer` (the module keras.src.backend.tensorflow.trainer) in place, once."""
+    if getattr(trainer.reduce_per_replica, _MARK, False):
+        return
+    # Called while `import keras` runs (the trainer is among its first modules): the installed
+    # distribution's version, not `keras.__version__`, which does not exist yet.
+    version = importlib.metadata.version("keras")
+    multi_worker = trainer._collective_all_reduce_multi_worker
+    cls = trainer.TensorFlowTrainer
+    symbolic_build = symbolic_build_from_local_spec(cls._maybe_symbolic_build, multi_worker,
+                                                    version)
+    reduce = reduce_metrics_leaf_by_leaf(trainer.reduce_per_replica, multi_worker, version)
+    cls._maybe_symbolic_build = symbolic_build
+    trainer.reduce_per_replica = reduce  # looked up at trace time by the train/test functions
+    log.debug("tfdist: Keras %s's TensorFlow trainer corrected for multi-worker mode", version)
+
+
+def symbolic_build_from_local_spec(original, multi_worker, version: str):
+    name = "TensorFlowTrainer._maybe_symbolic_build"
+    known = _known(name, original)
+
+    @functools.wraps(original)
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        strategy = self._distribute_strategy
+        if iterator is None or strategy is None or not multi_worker(strategy):
+            return original(self, iterator=iterator, data_batch=data_batch)
+        if not known:
+            raise _unknown(name, version)
+        from keras.src import tree
+
+        # The dataset's element spec, not a batch: iterating would start a second iterator of
+        # the dataset, whose shuffle (reshuffle_each_iteration) then draws its orders from a
+        # seed generator advanced once more, so a run that skips batches to resume would train
+        # on other batches than the run it continues.
+        spec = iterator._distributed_dataset.element_spec
+        first_local = lambda s: getattr(s, "_value_specs", (s, ))[0]  # noqa: E731
+        return original(self, data_batch=tree.map_structure(first_local, spec))
+
+    setattr(_maybe_symbolic_build, _MARK, True)
+    return _maybe_symbolic_build
+
+
+def reduce_metrics_leaf_by_leaf(original, multi_worker, version: str):
+    name = "reduce_per_replica"
+    known = _known(name, original)
+
+    @functools.wraps(original)
+    def reduce_per_replica(values, strategy, reduction):
+        if reduction not in ("auto", "mean") or not multi_worker(strategy):
+            return original(values, strategy, reduction)
+        if not known:
+            raise _unknown(name, version)
+        from keras.src import tree
+
+        return tree.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), values)
+
+    setattr(reduce_per_replica, _MARK, True)
+    return reduce_per_replica
