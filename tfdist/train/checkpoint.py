@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from tfdist.errors import ConfigError
 from tfdist.files import TMP_PREFIX, replacing
+from tfdist.train.watchdog import slow_phase
 
 log = logging.getLogger("tfdist")
 
@@ -188,6 +189,7 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
 
     def save(self, epoch: int, step: int) -> Optional[str]:
         """Write the state as of `step` steps into `epoch`; returns the chief's checkpoint path."""
+        slow_phase()  # the progress watchdog gives a write its longer grace
         self._epoch_var.assign(epoch)
         self._step_var.assign(step)
         global_step = int(self.model.optimizer.iterations.numpy())

@@ -136,6 +136,7 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
                              checkpoint_steps=cfg.checkpoint_steps,
                              requeue=cfg.requeue,
                              tensorboard=cfg.tensorboard,
+                             watchdog_timeout=cfg.watchdog_timeout,
                              identity=dict(model=cfg.model, seed=seed))
     model.fit(rt.dataset(train_input, skip_steps=start.step),
               epochs=cfg.epochs,
@@ -161,7 +162,7 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         final=final)
 
 
-RUN_OUTPUTS = ("checkpoints", "logs", "metrics.json", "model.keras")
+RUN_OUTPUTS = ("checkpoints", "logs", "metrics.json", "model.keras", "progress")
 
 
 def _start_anew(rt, model_dir: str) -> None:
