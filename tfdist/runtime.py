@@ -219,5 +219,9 @@ def _explain_uncaught_failures(engine: Engine) -> None:
         message = engine.explain_failure(value)
         if message:
             print(f"tfdist: {message}", file=sys.stderr, flush=True)
+            from tfdist.train.watchdog import current
+
+            if current() is not None:  # rt.callbacks' watchdog: who stopped, requeue; exit 1
+                current().end_now(message)
 
     sys.excepthook = hook

@@ -52,6 +52,10 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
     except Exception as e:
         message = rt.engine.explain_failure(e)
         if message:
+            from tfdist.train.watchdog import current
+
+            if current() is not None:  # stacks, who stopped, requeue; exits with status 1
+                current().end_now(message)
             raise LostTaskError(message) from e
         raise
     finally:

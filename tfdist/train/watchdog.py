@@ -76,6 +76,11 @@ def timeout_setting(value: Any = None, environ=None) -> Optional[float]:
     return float(value)
 
 
+def current() -> Optional["Watchdog"]:
+    """This process's running watchdog, if any."""
+    return _current["watchdog"]
+
+
 def slow_phase() -> None:
     """Tell this process's watchdog (if any) that a slow phase begins (a checkpoint write)."""
     watchdog = _current["watchdog"]
@@ -118,6 +123,8 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._beat = 0
+        self._ending = threading.Lock()
+        self._source: Optional[Callable[[], int]] = None
 
     # -- fed by the training loop (keep them tiny: they run after every step) --
     def step_completed(self) -> None:
@@ -134,6 +141,11 @@ class Watchdog:
         self._last = time.monotonic()
         self._slow = True
 
+    def poll_steps(self, source: Optional[Callable[[], int]]) -> None:
+        """Read the completed steps from `source` each interval instead of being fed (where
+        the loop's hooks see steps scheduled, not completed: parameter_server's chief)."""
+        self._source = source
+
     # -- limits --
     def limit(self) -> float:
         """Seconds without a step that end the run, now."""
@@ -143,8 +155,8 @@ class Watchdog:
         return max(SLOW_FLOOR, SLOW_TIMES * t) if self._slow else t
 
     def _interval(self) -> float:
-        """Seconds between heartbeats and checks: a tenth of T, 0.5 to 30 s."""
-        return min(30.0, max(0.5, (self.timeout or AUTO_FLOOR) / 10))
+        """Seconds between heartbeats and checks: a tenth of T, 0.5 to 10 s."""
+        return min(10.0, max(0.5, (self.timeout or AUTO_FLOOR) / 10))
 
     # -- the thread --
     def start(self) -> "Watchdog":
@@ -168,6 +180,12 @@ class Watchdog:
         interval = self._interval()
         seen = (self.steps, time.monotonic())
         while not self._stop.wait(interval):
+            if self._source is not None:
+                done = _call_with_timeout(self._source, interval)
+                if done is not None and done > self.steps:
+                    self.steps = done
+                    self.step_completed()
+                    self.steps = done
             now, steps, slow = time.monotonic(), self.steps, self._slow
             if steps > seen[0] + 1 and not slow:  # steady steps: their time sets auto T
                 self._slowest = max(self._slowest, (now - seen[1]) / (steps - seen[0]))
@@ -197,18 +215,36 @@ class Watchdog:
         except OSError as e:  # a full or gone file system must not end training
             log.debug("watchdog: could not publish progress: %s", e)
 
-    # -- when no step came for too long --
+    # -- when no step came for too long, or a peer was lost --
+    def end_now(self, reason: str, status: int = 1) -> None:
+        """From the main thread, when training failed because a peer task was lost (`reason`,
+        e.g. "Lost worker 1 ..."): the same report as a stall -- stacks, the summary naming who
+        stopped, requeue -- then exit with `status`. Does not return."""
+        self._stop.set()
+        self._end(reason, status, in_watchdog=False)
+
     def _fire(self, idle: float, limit: float) -> None:
-        faulthandler.cancel_dump_traceback_later()
         log.error(
             "rank %d on %s (pid %d): no training step completed for %.0f s (limit %.0f s, "
             "%s); last completed step %d. Stacks of its threads follow.", self.rank, self.host,
             self.pid, idle, limit, TIMEOUT_ENV, self.steps)
-        dump_stacks(f"tfdist: rank {self.rank}: ")
+        self._end(f"stalled: no training step for {idle:.0f} s (limit {limit:.0f} s).",
+                  EXIT_STALLED,
+                  in_watchdog=True)
+
+    def _end(self, head: str, status: int, in_watchdog: bool) -> None:
+        if not self._ending.acquire(blocking=False):
+            threading.Event().wait()  # the other thread is ending the process
+        faulthandler.cancel_dump_traceback_later()
+        if not in_watchdog:
+            log.error("rank %d on %s (pid %d): %s Last completed step %d. Stacks of its threads "
+                      "follow.", self.rank, self.host, self.pid, head, self.steps)
+        dump_stacks(f"tfdist: rank {self.rank}: ", skip_current=in_watchdog)
         batches = _call_with_timeout(self.input_batches, 10.0)
         self._publish("stalled", input_batches=batches)
         records = {}
         if self.board is not None:
+            # Long enough for a responsive rank's heartbeat; sooner once every rank has said.
             window = 3 * self._interval() + 2
 
             def all_in(now):
@@ -219,11 +255,11 @@ class Watchdog:
         alive = sorted(r for r, rec in records.items() if rec is not None and rec.get("alive"))
         reporter = alive[0] if alive else self.rank
         if reporter == self.rank:
-            summary = self.summary(records, idle, limit, batches)
+            summary = self.summary(records, head, batches)
             more = self.report(summary) if self.report is not None else ""
             log.error("%s%s", summary, f" {more}" if more else "")
             self._publish("reported")
-        else:
+        else:  # it reports: wait for its line (srun --kill-on-bad-exit would cut it short)
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
                 rec = self.board.read(reporter)
@@ -233,9 +269,9 @@ class Watchdog:
         sys.stdout.flush()
         sys.stderr.flush()
         logging.shutdown()
-        self._exit(EXIT_STALLED)
+        self._exit(status)
 
-    def summary(self, records: dict[int, Optional[dict]], idle: float, limit: float,
+    def summary(self, records: dict[int, Optional[dict]], head: str,
                 own_batches: Optional[int]) -> str:
         """One line: which rank(s) stopped progressing, the last step each reached, the host."""
         if not records:
@@ -261,26 +297,26 @@ class Watchdog:
                          f"waiting for its input pipeline ({counts[r]} batches delivered, the "
                          f"others {max(known)})")
         if gone:
-            parts.append(f"unreachable: {', '.join(gone)}")
+            parts.append(f"{', '.join(gone)}: gone (connection refused)")
         others = [r for r in alive if r not in starving]
         waited = ", ".join(f"rank {r} at step {alive[r]['step']}" for r in others)
-        head = (f"stalled: no training step for {idle:.0f} s (limit {limit:.0f} s). "
-                f"Stopped progressing: ")
+        head = f"{head} Stopped progressing: "
         if parts:
-            text = head + "; ".join(parts) + (f". Waiting for it: {waited}." if waited else ".")
+            text = head + "; ".join(parts) + (f". Waiting: {waited}." if waited else ".")
         else:
             text = head + (f"{waited}, none stands out (a hung collective or device? see the "
                            "stacks)." if len(alive) > 1 else f"{waited} on {self.host}.")
         return text + " Stacks: the 'tfdist: rank N:' lines above."
 
 
-def dump_stacks(prefix: str, out=None) -> None:
-    """Every Python thread's stack, each line prefixed (its rank, in a log of many ranks)."""
+def dump_stacks(prefix: str, out=None, skip_current: bool = False) -> None:
+    """Every Python thread's stack, each line prefixed (its rank, in a log of many ranks);
+    `skip_current`: not the calling thread's (the watchdog's own)."""
     out = out or sys.stderr
     names = {t.ident: t.name for t in threading.enumerate()}
     lines, me = [], threading.get_ident()
     for ident, frame in sys._current_frames().items():
-        if ident == me:  # the watchdog's own thread: nothing to learn
+        if skip_current and ident == me:
             continue
         lines.append(f"Thread {names.get(ident, ident)} (most recent call last):")
         lines.extend(line for entry in traceback.format_stack(frame)

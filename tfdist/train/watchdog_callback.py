@@ -17,19 +17,26 @@ class WatchdogCallback(tf.keras.callbacks.Callback):
     """Starts the watchdog with fit, feeds it each completed step (training and validation),
     stops it when fit ends."""
 
-    # Reads no logs: Keras need not fetch them per step, and parameter_server allows its batch
-    # hooks (there they run as steps are scheduled; a full queue of steps blocks them).
-    _supports_tf_logs = True
-
     def __init__(self, watchdog: Watchdog):
         super().__init__()
+        # Reads no logs: Keras need not fetch them per step, and parameter_server allows its
+        # batch hooks (there they run as steps are scheduled; a full queue of steps blocks them).
+        # An instance attribute: Callback.__init__ sets it False on the instance.
+        self._supports_tf_logs = True
         self.watchdog = watchdog
 
     def on_train_begin(self, logs=None):
+        # parameter_server: the hooks run as steps are scheduled (the queue holds 256K), so the
+        # watchdog reads the steps done from the optimizer's counter (on a ps) instead.
+        self._scheduled = getattr(self.model, "_cluster_coordinator", None) is not None
+        optimizer = self.model.optimizer
+        self.watchdog.poll_steps(
+            (lambda: int(optimizer.iterations.numpy())) if self._scheduled else None)
         self.watchdog.start()
 
     def on_train_batch_end(self, batch, logs=None):
-        self.watchdog.step_completed()
+        if not self._scheduled:
+            self.watchdog.step_completed()
 
     def on_test_batch_end(self, batch, logs=None):
         self.watchdog.progressed()
