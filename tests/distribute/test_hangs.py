@@ -175,6 +175,6 @@ def test_parameter_server_chief_without_workers_ends(tmp_path):
           f"{m.group(0)}")
     assert status == 124, out[-4000:]
     assert re.search(r"Stopped progressing: worker 0 \(rank 2, localhost:\d+\), worker 1 \(rank 3, "
-                     r"localhost:\d+\): gone \(its port refuses connections\)\. Waiting for it: "
+                     r"localhost:\d+\): gone \(connection refused\)\. Waiting: "
                      r"rank 0 at step \d+\.", m.group(0)), m.group(0)
     assert "tfdist: rank 0: Thread MainThread (most recent call last):" in out
