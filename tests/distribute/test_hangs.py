@@ -53,12 +53,13 @@ def wait_for_steps(procs, model_dir: Path, ranks, steps: int = 10, timeout: floa
 
 def launch(tmp_path: Path, n: int, *args: str) -> subprocess.Popen:
     log = open(tmp_path / "launch.log", "w")
-    return subprocess.Popen([TFDIST, "launch", "-n", str(n), "--grace=10", "--", TFDIST, "train",
-                             *args],
-                            stdout=log,
-                            stderr=subprocess.STDOUT,
-                            env=clean_environ(PYTHONUNBUFFERED="1"),
-                            start_new_session=True)
+    return subprocess.Popen(
+        [TFDIST, "launch", "-n",
+         str(n), "--grace=10", "--", TFDIST, "train", *args],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=clean_environ(PYTHONUNBUFFERED="1"),
+        start_new_session=True)
 
 
 def ends_within(proc: subprocess.Popen, hung: float) -> tuple[int, float]:
@@ -100,8 +101,9 @@ def stopped_worker(strategy, tmp_path):
     print(f"{strategy}, rank 1 stopped: the job ended {seconds:.0f} s later: {line}")
     # Whichever comes first: the watchdog (T) or the strategy's own check of its peers (lost).
     assert status == (124 if "error: stalled: " in line else 1), out[-4000:]
-    assert re.search(r"Stopped progressing: rank 1 on localhost \(pid \d+\) at step \d+: no "
-                     r"heartbeat \(frozen, stopped, or its node failed\)", line), line
+    assert re.search(
+        r"Stopped progressing: rank 1 on localhost \(pid \d+\) last seen at step \d+: no "
+        r"heartbeat \(frozen, stopped, or its node failed\)", line), line
     assert "[0] tfdist: rank 0: Thread MainThread (most recent call last):" in out
     # A stopped process cannot dump anything: only rank 0's stacks.
     assert "[1] tfdist: rank 1: Thread" not in out
@@ -132,9 +134,10 @@ def test_a_pipeline_blocked_on_one_rank_is_named(tmp_path):
     line = summary_line(out)
     print(f"pipeline blocked on rank 1: the job ended {seconds:.0f} s later: {line}")
     assert status == 124, out[-4000:]
-    assert re.search(r"Stopped progressing: rank 1 on localhost \(pid \d+\) at step (\d+): "
-                     r"waiting for its input pipeline \(\d+ batches delivered, the others \d+\)\. "
-                     r"Waiting: rank 0 at step \1\.", line), line
+    assert re.search(
+        r"Stopped progressing: rank 1 on localhost \(pid \d+\) at step (\d+): "
+        r"waiting for its input pipeline \(\d+ batches delivered, the others \d+\)\. "
+        r"Waiting: rank 0 at step \1\.", line), line
     # Both ranks run Python: both dump, and rank 1's stacks show the user's hung read.
     assert "[0] tfdist: rank 0: Thread MainThread (most recent call last):" in out
     assert re.search(r"\[1\] tfdist: rank 1: +File \".*blocking_pipeline\.py\", line \d+, in read",
@@ -155,8 +158,7 @@ def test_parameter_server_chief_without_workers_ends(tmp_path):
                 f"--model_dir={model_dir}", *ENDLESS
             ],
                              env=clean_environ(PYTHONUNBUFFERED="1",
-                                               **launch_environ(rank, n, port,
-                                                                "parameter_server")),
+                                               **launch_environ(rank, n, port, "parameter_server")),
                              stdout=log,
                              stderr=subprocess.STDOUT,
                              start_new_session=True))
@@ -174,7 +176,8 @@ def test_parameter_server_chief_without_workers_ends(tmp_path):
     print(f"parameter_server, both workers killed: the chief ended {seconds:.0f} s later: "
           f"{m.group(0)}")
     assert status == 124, out[-4000:]
-    assert re.search(r"Stopped progressing: worker 0 \(rank 2, localhost:\d+\), worker 1 \(rank 3, "
-                     r"localhost:\d+\): gone \(connection refused\)\. Waiting: "
-                     r"rank 0 at step \d+\.", m.group(0)), m.group(0)
+    assert re.search(
+        r"Stopped progressing: worker 0 \(rank 2, localhost:\d+\), worker 1 \(rank 3, "
+        r"localhost:\d+\): gone \(connection refused\)\. Waiting: "
+        r"rank 0 at step \d+\.", m.group(0)), m.group(0)
     assert "tfdist: rank 0: Thread MainThread (most recent call last):" in out

@@ -116,7 +116,7 @@ class _ClusterEngine(Engine):
         # tfdist numbers the tasks it lays out chief, ps, workers (cluster.roles); a TF_CONFIG
         # of the user's is numbered as TensorFlow lists it (cluster.tf_config.ordered_tasks).
         return None if self.cluster.tf_config is not None else ("chief", "ps", "worker",
-                                                                 "evaluator")
+                                                                "evaluator")
 
 
 def explain_lost_task(error: BaseException,

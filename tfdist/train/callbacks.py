@@ -1,8 +1,9 @@
 """Everything tfdist adds to a model.fit, in the order it must run: `rt.callbacks(model_dir=...)`
 for a user's own script and `tfdist train` alike.
 
-Order: the progress watchdog, the engine's own (Horovod: broadcast the first weights, average the metrics before anything
-reads them), the throughput meter (it adds samples/s and the input wait to the epoch's logs), the
+Order: the progress watchdog (first: the others' epoch-end work gets its grace), the engine's
+own (Horovod: broadcast the first weights, average the metrics before anything reads them), the
+throughput meter (it adds samples/s and the input wait to the epoch's logs), the
 checkpoint, TensorBoard, the epoch line, metrics.json, and last the preemption handler (it ends
 fit by raising Preempted once the others are done). What an engine cannot do (batch-level
 callbacks under parameter_server, a collective save) is asked of its capabilities, not its name.
@@ -90,19 +91,19 @@ def make_watchdog(engine, model_dir: Optional[str], timeout: Optional[float],
                     report=lambda summary: end_after_failure(directory, summary, requeue))
 
 
-def training_callbacks(engine,
-                       model_dir: Optional[str] = None,
-                       batch_size: Optional[int] = None,
-                       checkpoint_steps: int = 0,
-                       requeue: Optional[bool] = None,
-                       meter: bool = True,
-                       tensorboard: bool = True,
-                       progress: bool = False,
-                       identity: Optional[dict[str, Any]] = None,
-                       facts: Optional[dict[str, Any]] = None,
-                       watchdog_timeout: Any = None,
-                       input_batches: Optional[Callable[[], Optional[int]]] = None
-                       ) -> TrainingCallbacks:
+def training_callbacks(
+        engine,
+        model_dir: Optional[str] = None,
+        batch_size: Optional[int] = None,
+        checkpoint_steps: int = 0,
+        requeue: Optional[bool] = None,
+        meter: bool = True,
+        tensorboard: bool = True,
+        progress: bool = False,
+        identity: Optional[dict[str, Any]] = None,
+        facts: Optional[dict[str, Any]] = None,
+        watchdog_timeout: Any = None,
+        input_batches: Optional[Callable[[], Optional[int]]] = None) -> TrainingCallbacks:
     """The callbacks of this task's model.fit (every training task needs the same list).
 
     model_dir: checkpoints (every epoch, and every `checkpoint_steps` steps), resume, preemption

@@ -19,7 +19,9 @@ class InputCounter:
 
     def __init__(self):
         with tf.device("/cpu:0"):
-            self.variable = tf.Variable(0, dtype=tf.int64, trainable=False,
+            self.variable = tf.Variable(0,
+                                        dtype=tf.int64,
+                                        trainable=False,
                                         name="tfdist_input_batches")
 
     @classmethod

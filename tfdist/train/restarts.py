@@ -48,7 +48,9 @@ def _history(directory: Optional[str]) -> list[dict]:
         return []
 
 
-def end_after_failure(directory: Optional[str], what: str, requeue_on: Optional[bool] = None) -> str:
+def end_after_failure(directory: Optional[str],
+                      what: str,
+                      requeue_on: Optional[bool] = None) -> str:
     """Record `what` ended this run and requeue the job when asked and the budget allows; the
     words to end the summary with (requeued, or not and why, with every earlier run's story)."""
     environ = os.environ
@@ -67,9 +69,10 @@ def end_after_failure(directory: Optional[str], what: str, requeue_on: Optional[
     elif used >= limit:
         story = "; ".join(f"run {h['restart'] + 1} (SLURM_RESTART_COUNT={h['restart']}): "
                           f"{h['what']}" for h in earlier)
-        outcome = (f"Not requeued: this job was already requeued {used} time(s) after a hang or a "
-                   f"lost task ({MAX_RESTARTS_ENV}={limit}). Each time: {story}; now run "
-                   f"{restart + 1}: {what}. Find the cause in the stacks above before resubmitting.")
+        outcome = (
+            f"Not requeued: this job was already requeued {used} time(s) after a hang or a "
+            f"lost task ({MAX_RESTARTS_ENV}={limit}). Each time: {story}; now run "
+            f"{restart + 1}: {what}. Find the cause in the stacks above before resubmitting.")
     else:
         try:
             requeued = requeue()
@@ -82,8 +85,13 @@ def end_after_failure(directory: Optional[str], what: str, requeue_on: Optional[
         try:
             os.makedirs(directory, exist_ok=True)
             with open(os.path.join(directory, HISTORY), "a") as f:
-                f.write(json.dumps(dict(job=job, restart=restart, time=time.time(), what=what,
-                                        requeued=requeued)) + "\n")
+                f.write(
+                    json.dumps(
+                        dict(job=job,
+                             restart=restart,
+                             time=time.time(),
+                             what=what,
+                             requeued=requeued)) + "\n")
         except OSError as e:
             log.warning("could not record the restart in %s: %s", directory, e)
     return outcome

@@ -59,6 +59,7 @@ def timeout_setting(value: Any = None, environ=None) -> Optional[float]:
     source = "watchdog_timeout"
     if value is None:
         value, source = environ.get(TIMEOUT_ENV, "auto") or "auto", TIMEOUT_ENV
+    given, seconds = value, value
     if isinstance(value, str):
         text = value.strip().lower()
         if text == "auto":
@@ -66,14 +67,14 @@ def timeout_setting(value: Any = None, environ=None) -> Optional[float]:
         if text in ("off", "none", "false", "no"):
             return 0.0
         try:
-            value = float(text)
+            seconds = float(text)
         except ValueError:
-            value = -1.0
-    if value < 0:
-        raise ConfigError(f"{source}={value!r}: expected seconds without a completed training "
+            seconds = -1.0
+    if seconds < 0:
+        raise ConfigError(f"{source}={given!r}: expected seconds without a completed training "
                           "step before the job is ended (e.g. 600), 'auto' (the default: 50 "
                           "step times, at least 300 s) or 0/'off' to turn the watchdog off.")
-    return float(value)
+    return float(seconds)
 
 
 def current() -> Optional["Watchdog"]:
@@ -237,8 +238,9 @@ class Watchdog:
             threading.Event().wait()  # the other thread is ending the process
         faulthandler.cancel_dump_traceback_later()
         if not in_watchdog:
-            log.error("rank %d on %s (pid %d): %s Last completed step %d. Stacks of its threads "
-                      "follow.", self.rank, self.host, self.pid, head, self.steps)
+            log.error(
+                "rank %d on %s (pid %d): %s Last completed step %d. Stacks of its threads "
+                "follow.", self.rank, self.host, self.pid, head, self.steps)
         dump_stacks(f"tfdist: rank {self.rank}: ", skip_current=in_watchdog)
         batches = _call_with_timeout(self.input_batches, 10.0)
         self._publish("stalled", input_batches=batches)
@@ -275,8 +277,14 @@ class Watchdog:
                 own_batches: Optional[int]) -> str:
         """One line: which rank(s) stopped progressing, the last step each reached, the host."""
         if not records:
-            records = {self.rank: dict(alive=True, step=self.steps, host=self.host, pid=self.pid,
-                                       input_batches=own_batches)}
+            records = {
+                self.rank:
+                dict(alive=True,
+                     step=self.steps,
+                     host=self.host,
+                     pid=self.pid,
+                     input_batches=own_batches)
+            }
         frozen = [r for r, rec in records.items() if rec is None or not rec.get("alive")]
         alive = {r: rec for r, rec in records.items() if r not in frozen}
         counts = {r: rec.get("input_batches") for r, rec in alive.items()}
@@ -288,7 +296,7 @@ class Watchdog:
         parts = []
         for r in frozen:
             rec = records[r]
-            where = (f"rank {r} on {rec['host']} (pid {rec['pid']}) at step {rec['step']}"
+            where = (f"rank {r} on {rec['host']} (pid {rec['pid']}) last seen at step {rec['step']}"
                      if rec else f"rank {r} (never published its progress)")
             parts.append(f"{where}: no heartbeat (frozen, stopped, or its node failed)")
         for r in starving:

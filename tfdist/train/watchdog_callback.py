@@ -30,8 +30,8 @@ class WatchdogCallback(tf.keras.callbacks.Callback):
         # watchdog reads the steps done from the optimizer's counter (on a ps) instead.
         self._scheduled = getattr(self.model, "_cluster_coordinator", None) is not None
         optimizer = self.model.optimizer
-        self.watchdog.poll_steps(
-            (lambda: int(optimizer.iterations.numpy())) if self._scheduled else None)
+        self.watchdog.poll_steps((
+            lambda: int(optimizer.iterations.numpy())) if self._scheduled else None)
         self.watchdog.start()
 
     def on_train_batch_end(self, batch, logs=None):
