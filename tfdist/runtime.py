@@ -55,6 +55,7 @@ class Runtime:
         self.lr_scaling = lr_scaling
         self.gpus = gpus  # the GPUs this task uses (tfdist.cluster.gpus.GpuPlan)
         self._input_counter = None  # batches delivered, for the progress watchdog
+        self._watchdog_off = False  # rt.callbacks(watchdog_timeout=0): nothing to count for
 
     @property
     def strategy(self):
@@ -120,10 +121,11 @@ class Runtime:
             dataset_fn = skipped
         # Steps that take one batch from each pipeline: the batches delivered tell the watchdog
         # which rank waits for its input (tfdist.train.input_count).
-        if exact and self.trains:
+        if exact and self.trains and not self._watchdog_off:
             from tfdist.train.input_count import InputCounter
+            from tfdist.train.watchdog import timeout_setting
 
-            if InputCounter.possible():
+            if timeout_setting() != 0.0 and InputCounter.possible():
                 self._input_counter = self._input_counter or InputCounter()
                 dataset_fn = self._input_counter.counted(dataset_fn)
         return self.engine.distribute_dataset(dataset_fn)
@@ -150,7 +152,10 @@ class Runtime:
         watchdog_timeout)."""
         from tfdist.train.callbacks import training_callbacks
 
+        from tfdist.train.watchdog import timeout_setting
+
         options.setdefault("input_batches", self._input_batches)  # rt.dataset may come later
+        self._watchdog_off = timeout_setting(options.get("watchdog_timeout")) == 0.0
         return training_callbacks(self.engine, model_dir, **options)
 
     def _input_batches(self) -> Optional[int]:
@@ -221,7 +226,7 @@ def _explain_uncaught_failures(engine: Engine) -> None:
             print(f"tfdist: {message}", file=sys.stderr, flush=True)
             from tfdist.train.watchdog import current
 
-            if current() is not None:  # rt.callbacks' watchdog: who stopped, requeue; exit 1
+            if current() is not None:  # rt.callbacks' watchdog: who stopped, requeue
                 current().end_now(message)
 
     sys.excepthook = hook

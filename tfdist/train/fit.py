@@ -54,7 +54,7 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
         if message:
             from tfdist.train.watchdog import current
 
-            if current() is not None:  # stacks, who stopped, requeue; exits with status 1
+            if current() is not None:  # stacks, who stopped, requeue; then exit status 1
                 current().end_now(message)
             raise LostTaskError(message) from e
         raise

@@ -217,12 +217,12 @@ class Watchdog:
             log.debug("watchdog: could not publish progress: %s", e)
 
     # -- when no step came for too long, or a peer was lost --
-    def end_now(self, reason: str, status: int = 1) -> None:
+    def end_now(self, reason: str) -> None:
         """From the main thread, when training failed because a peer task was lost (`reason`,
         e.g. "Lost worker 1 ..."): the same report as a stall -- stacks, the summary naming who
-        stopped, requeue -- then exit with `status`. Does not return."""
+        stopped, requeue -- and return; the caller ends the process (status 1)."""
         self._stop.set()
-        self._end(reason, status, in_watchdog=False)
+        self._end(reason, None, in_watchdog=False)
 
     def _fire(self, idle: float, limit: float) -> None:
         log.error(
@@ -233,7 +233,7 @@ class Watchdog:
                   EXIT_STALLED,
                   in_watchdog=True)
 
-    def _end(self, head: str, status: int, in_watchdog: bool) -> None:
+    def _end(self, head: str, status: Optional[int], in_watchdog: bool) -> None:
         if not self._ending.acquire(blocking=False):
             threading.Event().wait()  # the other thread is ending the process
         faulthandler.cancel_dump_traceback_later()
@@ -270,8 +270,9 @@ class Watchdog:
                 time.sleep(0.2)
         sys.stdout.flush()
         sys.stderr.flush()
-        logging.shutdown()
-        self._exit(status)
+        if status is not None:
+            logging.shutdown()
+            self._exit(status)
 
     def summary(self, records: dict[int, Optional[dict]], head: str,
                 own_batches: Optional[int]) -> str:
