@@ -2,7 +2,8 @@
 time is the thing tested) plus a generous margin, non-zero (124), with the chief's one-line summary
 naming the right rank and every responsive rank's stacks in the log. Real processes: a worker
 frozen with SIGSTOP (multi_worker, horovod), a user's pipeline that blocks on one rank, all
-workers of a parameter-server job killed.
+workers of a parameter-server job killed. `tfdist train` with flags, and (horovod) a user's own
+model.fit with rt.callbacks() set by the environment.
 
 The hangs are events the test makes (SIGSTOP, a trigger file, SIGKILL) once the ranks' progress
 records (MODEL_DIR/progress, the watchdog's side channel) show steps done; runs have one epoch
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import TFDIST, clean_environ, free_port_base, requires_horovod
+from tests.helpers import PYTHON, TFDIST, clean_environ, free_port_base, requires_horovod
 from tfdist.cluster.local import launch_environ
 
 pytestmark = pytest.mark.slow
@@ -51,15 +52,14 @@ def wait_for_steps(procs, model_dir: Path, ranks, steps: int = 10, timeout: floa
         time.sleep(0.5)
 
 
-def launch(tmp_path: Path, n: int, *args: str) -> subprocess.Popen:
+def launch(tmp_path: Path, n: int, *args, command=(TFDIST, "train"), **env) -> subprocess.Popen:
     log = open(tmp_path / "launch.log", "w")
-    return subprocess.Popen(
-        [TFDIST, "launch", "-n",
-         str(n), "--grace=10", "--", TFDIST, "train", *args],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=clean_environ(PYTHONUNBUFFERED="1"),
-        start_new_session=True)
+    return subprocess.Popen([TFDIST, "launch", "-n",
+                             str(n), "--grace=10", "--", *command, *args],
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            env=clean_environ(PYTHONUNBUFFERED="1", **env),
+                            start_new_session=True)
 
 
 def ends_within(proc: subprocess.Popen, hung: float) -> tuple[int, float]:
@@ -87,9 +87,19 @@ def summary_line(out: str) -> str:
     return m.group(0)
 
 
-def stopped_worker(strategy, tmp_path):
+def stopped_worker(strategy, tmp_path, own_script=False):
     model_dir = tmp_path / "run"
-    proc = launch(tmp_path, 2, f"--strategy={strategy}", f"--model_dir={model_dir}", *ENDLESS)
+    if own_script:
+        # A user's model.fit with rt.callbacks() and no model_dir: T and the side channel's
+        # directory from the environment.
+        proc = launch(tmp_path,
+                      2,
+                      strategy,
+                      command=(PYTHON, HERE / "long_train_script.py"),
+                      TFDIST_WATCHDOG_TIMEOUT=T,
+                      TFDIST_PROGRESS_DIR=model_dir / "progress")
+    else:
+        proc = launch(tmp_path, 2, f"--strategy={strategy}", f"--model_dir={model_dir}", *ENDLESS)
     try:
         records = wait_for_steps([proc], model_dir, [0, 1])
         os.kill(records[1]["pid"], signal.SIGSTOP)
@@ -114,8 +124,8 @@ def test_multi_worker_rank_stopped_is_named(tmp_path):
 
 
 @requires_horovod
-def test_horovod_rank_stopped_is_named(tmp_path):
-    stopped_worker("horovod", tmp_path)
+def test_horovod_rank_stopped_in_a_users_script_is_named(tmp_path):
+    stopped_worker("horovod", tmp_path, own_script=True)
 
 
 def test_a_pipeline_blocked_on_one_rank_is_named(tmp_path):
