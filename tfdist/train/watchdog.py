@@ -193,7 +193,7 @@ class Watchdog:
             if steps != seen[0]:
                 seen = (steps, now)
             limit = self.limit()
-            faulthandler.dump_traceback_later(limit + FALLBACK_MARGIN, exit=True)
+            _arm_fallback(limit + FALLBACK_MARGIN)
             self._publish("running")
             idle = now - self._last
             if idle > limit:
@@ -316,6 +316,15 @@ class Watchdog:
             text = head + (f"{waited}, none stands out (a hung collective or device? see the "
                            "stacks)." if len(alive) > 1 else f"{waited} on {self.host}.")
         return text + " Stacks: the 'tfdist: rank N:' lines above."
+
+
+def _arm_fallback(seconds: float) -> None:
+    """faulthandler's exit in `seconds` unless re-armed: it needs no GIL (the real stderr, fd 2:
+    sys.stderr may be a wrapper without a file descriptor)."""
+    try:
+        faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
+    except (AttributeError, ValueError, OSError) as e:
+        log.debug("watchdog: no faulthandler fallback: %s", e)
 
 
 def dump_stacks(prefix: str, out=None, skip_current: bool = False) -> None:
