@@ -184,9 +184,7 @@ class Watchdog:
             if self._source is not None:
                 done = _call_with_timeout(self._source, interval)
                 if done is not None and done > self.steps:
-                    self.steps = done
-                    self.step_completed()
-                    self.steps = done
+                    self.steps, self._last, self._slow = done, time.monotonic(), False
             now, steps, slow = time.monotonic(), self.steps, self._slow
             if steps > seen[0] + 1 and not slow:  # steady steps: their time sets auto T
                 self._slowest = max(self._slowest, (now - seen[1]) / (steps - seen[0]))

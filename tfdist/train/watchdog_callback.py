@@ -15,7 +15,9 @@ from tfdist.train.watchdog import Watchdog
 
 class WatchdogCallback(tf.keras.callbacks.Callback):
     """Starts the watchdog with fit, feeds it each completed step (training and validation),
-    stops it when fit ends."""
+    stops it when fit ends. Keras calls no hook when fit raises: a script that catches an error
+    of fit and goes on without training should `stop()` the watchdog (`rt.callbacks(...)
+    .watchdog`), or it ends the process after its time."""
 
     def __init__(self, watchdog: Watchdog):
         super().__init__()
