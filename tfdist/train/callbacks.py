@@ -79,8 +79,14 @@ def make_watchdog(engine, model_dir: Optional[str], timeout: Optional[float],
                   requeue: Optional[bool], input_batches) -> Watchdog:
     """This task's progress watchdog, its side channel under MODEL_DIR/progress (or
     $TFDIST_PROGRESS_DIR); without either it reports on its own rank only."""
-    directory = progress_dir(model_dir)
-    board = ProgressBoard(directory, engine.rank) if directory else None
+    directory, board = progress_dir(model_dir), None
+    if directory:
+        try:
+            board = ProgressBoard(directory, engine.rank)
+        except OSError as e:  # the watchdog still ends a stalled run, naming only this rank
+            log.warning("progress watchdog: cannot write %s (%s): this rank's progress is not "
+                        "published; set TFDIST_PROGRESS_DIR to a shared, writable directory.",
+                        directory, e)
     return Watchdog(engine.rank,
                     timeout,
                     board,
