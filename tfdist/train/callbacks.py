@@ -84,9 +84,9 @@ def make_watchdog(engine, model_dir: Optional[str], timeout: Optional[float],
         try:
             board = ProgressBoard(directory, engine.rank)
         except OSError as e:  # the watchdog still ends a stalled run, naming only this rank
-            log.warning("progress watchdog: cannot write %s (%s): this rank's progress is not "
-                        "published; set TFDIST_PROGRESS_DIR to a shared, writable directory.",
-                        directory, e)
+            log.warning(
+                "progress watchdog: cannot write %s (%s): this rank's progress is not "
+                "published; set TFDIST_PROGRESS_DIR to a shared, writable directory.", directory, e)
     return Watchdog(engine.rank,
                     timeout,
                     board,
