@@ -46,7 +46,7 @@ print(version("tensorflow"), "cp%d%d" % sys.version_info[:2])' 2>/dev/null); the
     exit 1
 fi
 # Horovod 0.28.1 builds against TensorFlow 2.18 (tested); past it the build fails (xla_builder.h
-# moved in 2.19: shared/design/FACTS.md), and before it tfdist has not tested it.
+# moved in 2.19: docs/compatibility.md), and before it tfdist has not tested it.
 if [[ $HOROVOD_VERSION == 0.28.1 && $TF_VERSION != 2.18.* && ${TFDIST_HOROVOD_ANY_TF:-0} != 1 ]]; then
     log "Horovod $HOROVOD_VERSION is built and tested by tfdist against TensorFlow 2.18 only;"
     log "this Python has TensorFlow $TF_VERSION ($PYTHON). Use the default stack (\`make install\`:"
@@ -102,7 +102,7 @@ else
     if ! "$PYTHON" -c 'import setuptools, wheel' 2>/dev/null; then
         "$PYTHON" -m pip install --quiet setuptools wheel
     fi
-    log "building Horovod $HOROVOD_VERSION (gloo, TensorFlow $TF_VERSION, $PY_TAG); 10-20 min on 2 cores"
+    log "building Horovod $HOROVOD_VERSION (gloo, TensorFlow $TF_VERSION, $PY_TAG); 2 cores: ~1.5 min idle, 10-20 min loaded"
     mkdir -p "$CACHE_DIR"
     BUILD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/tfdist-horovod-build.XXXXXX")
     trap 'rm -rf "$BUILD_DIR"' EXIT

@@ -14,10 +14,11 @@ import os
 import time
 from typing import Any, Optional
 
+from tfdist import env_vars
 from tfdist.files import replacing
 
-PROGRESS_DIR_ENV = "TFDIST_PROGRESS_DIR"  # a shared directory when there is no model_dir
-_RUN_VARS = ("SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURM_STEP_ID", "TFDIST_LAUNCH_PORT")
+PROGRESS_DIR_ENV = env_vars.PROGRESS_DIR.name  # a shared directory when there is no model_dir
+_RUN_VARS = ("SLURM_JOB_ID", "SLURM_RESTART_COUNT", "SLURM_STEP_ID", env_vars.LAUNCH_PORT.name)
 
 
 def progress_dir(model_dir: Optional[str]) -> Optional[str]:

@@ -15,12 +15,13 @@ import os
 import time
 from typing import Optional
 
+from tfdist import env_vars
 from tfdist.cluster.slurm import RequeueFailed, requeue, requeue_wanted
 from tfdist.errors import ConfigError
 
 log = logging.getLogger("tfdist")
 
-MAX_RESTARTS_ENV = "TFDIST_MAX_RESTARTS"
+MAX_RESTARTS_ENV = env_vars.MAX_RESTARTS.name
 DEFAULT_MAX_RESTARTS = 2
 HISTORY = "restarts.jsonl"
 

@@ -36,13 +36,14 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
+from tfdist import env_vars
 from tfdist.errors import ConfigError
 from tfdist.train.progress_board import ProgressBoard
 
 log = logging.getLogger("tfdist")
 
 EXIT_STALLED = 124  # as timeout(1): timed out waiting for progress
-TIMEOUT_ENV = "TFDIST_WATCHDOG_TIMEOUT"
+TIMEOUT_ENV = env_vars.WATCHDOG_TIMEOUT.name
 AUTO_FLOOR = 300.0  # seconds: T is never shorter by default
 AUTO_STEPS = 50  # T is at least this many times the slowest steady step
 SLOW_FLOOR = 600.0  # the grace after a slow phase is at least this...
