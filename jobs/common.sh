@@ -13,7 +13,9 @@
 #   BATCH_SIZE (per replica),
 #   NUM_PS (parameter_server: 1), CPU_DEVICES (mirrored without GPUs: split the CPU)
 #   REQUEUE      1 (default): at the time-limit signal checkpoint, requeue, resume; 0: exit 75
-#                (exported as TFDIST_REQUEUE, for tfdist train and your own rt.callbacks)
+#                (exported as TFDIST_REQUEUE, for tfdist train and your own rt.callbacks); also
+#                after a hang or a lost task, at most TFDIST_MAX_RESTARTS (2) times a job
+#   TFDIST_WATCHDOG_TIMEOUT  seconds without a training step before the job ends (auto: >= 300)
 #   DOCTOR       quick (default: roles, ports, hosts, GPUs, model dir), full (+ TensorFlow and
 #                Horovod imports, ~20 s), 0 (no pre-flight)
 #   SRUN_ARGS    extra srun options, e.g. "--distribution=cyclic"
@@ -129,6 +131,9 @@ tfdist_job() {
     tfdist_srun "${command[@]}" || status=$?
     case $status in
         0) tfdist_log "finished: every task exited 0 ($(date '+%F %T'))." ;;
+        124) echo "tfdist job: error: stalled (status 124): no training step within the" \
+            "watchdog's time; the line 'stalled: ... Stopped progressing: ...' above names the" \
+            "rank(s), their stacks are the lines 'N: tfdist: rank N: ...' ($(date '+%F %T'))." >&2 ;;
         75) tfdist_log "preempted (status 75): the checkpoint in $MODEL_DIR is resumable; submit" \
             "the same job again with MODEL_DIR=$MODEL_DIR to continue." ;;
         *) echo "tfdist job: error: the srun step failed with status $status ($(date '+%F %T'))." \

@@ -58,6 +58,19 @@ PREEMPT_GRACE = _var(
     "TFDIST_PREEMPT_GRACE", USER, "60 (seconds)",
     "`jobs/task.sh`: how long a task other than rank 0 that exits 75 (preempted) waits for "
     "rank 0 to finish its checkpoint and requeue before srun may end the step.")
+WATCHDOG_TIMEOUT = _var(
+    "TFDIST_WATCHDOG_TIMEOUT", USER, "`auto`: 50 step times, at least 300 s",
+    "Seconds without a completed training step before the job ends naming the stuck rank(s) "
+    "(exit 124; the first step, epoch ends and checkpoint writes get max(600 s, 3×)); `0` or "
+    "`off`: no watchdog. `--watchdog_timeout` and `rt.callbacks(watchdog_timeout=...)` win.")
+MAX_RESTARTS = _var(
+    "TFDIST_MAX_RESTARTS", USER, "2",
+    "With `TFDIST_REQUEUE=1`: how often a Slurm job is requeued after a hang or a lost task "
+    "(time-limit requeues do not count); then it fails, saying what happened each time.")
+PROGRESS_DIR = _var(
+    "TFDIST_PROGRESS_DIR", USER, "`MODEL_DIR/progress`",
+    "A directory every rank can write (shared by all nodes), where the watchdog's progress "
+    "records go when there is no model directory.")
 
 # Set by tfdist for the processes it starts or configures.
 LAUNCH_RANK = _var("TFDIST_LAUNCH_RANK", TFDIST, "", "`tfdist launch`: this process's rank.")

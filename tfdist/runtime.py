@@ -54,6 +54,8 @@ class Runtime:
         self.cluster, self.roles, self.engine = cluster, roles, engine
         self.lr_scaling = lr_scaling
         self.gpus = gpus  # the GPUs this task uses (tfdist.cluster.gpus.GpuPlan)
+        self._input_counter = None  # batches delivered, for the progress watchdog
+        self._watchdog_off = False  # rt.callbacks(watchdog_timeout=0): nothing to count for
 
     @property
     def strategy(self):
@@ -114,19 +116,29 @@ class Runtime:
         """What model.fit takes: dataset_fn(input_context) built once per input pipeline, less
         the batches of the first `skip_steps` steps (a resumed run: `rt.resume(d).steps_done`, or
         `.step` when dataset_fn already starts at the resumed epoch)."""
-        if skip_steps and not self.engine.capabilities.exact_resume:
+        exact = self.engine.capabilities.exact_resume
+        if skip_steps and not exact:
             log.info("%s has no exact data position to resume at: the data starts over.",
                      self.engine.name)
             skip_steps = 0
-        if not skip_steps:
-            return self.engine.distribute_dataset(dataset_fn)
+        if skip_steps:
 
-        def skipped(ctx):
-            # Each step takes one per-replica batch from a pipeline per replica it feeds.
-            per_step = max(1, ctx.num_replicas_in_sync // ctx.num_input_pipelines)
-            return dataset_fn(ctx).skip(skip_steps * per_step)
+            def skipped(ctx, dataset_fn=dataset_fn):
+                # Each step takes one per-replica batch from a pipeline per replica it feeds.
+                per_step = max(1, ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+                return dataset_fn(ctx).skip(skip_steps * per_step)
 
-        return self.engine.distribute_dataset(skipped)
+            dataset_fn = skipped
+        # Steps that take one batch from each pipeline: the batches delivered tell the watchdog
+        # which rank waits for its input (tfdist.train.input_count).
+        if exact and self.trains and not self._watchdog_off:
+            from tfdist.train.input_count import InputCounter
+            from tfdist.train.watchdog import timeout_setting
+
+            if timeout_setting() != 0.0 and InputCounter.possible():
+                self._input_counter = self._input_counter or InputCounter()
+                dataset_fn = self._input_counter.counted(dataset_fn)
+        return self.engine.distribute_dataset(dataset_fn)
 
     def optimizer(self, optimizer):
         """`optimizer` wrapped where the engine needs it (Horovod: DistributedOptimizer), else
@@ -147,11 +159,20 @@ class Runtime:
     def callbacks(self, model_dir: Optional[str] = None, **options: Any) -> list:
         """The callbacks for model.fit: the engine's (Horovod: broadcast and metric averaging) and
         the throughput meter; with `model_dir` also checkpoints, resume, preemption (exit 75,
-        requeue), TensorBoard and metrics.json. Options: tfdist.train.callbacks.training_callbacks
-        (batch_size, checkpoint_steps, requeue, meter, tensorboard, progress, identity, facts)."""
+        requeue), TensorBoard and metrics.json; and the progress watchdog (a stalled job ends
+        naming the stuck rank). Options: tfdist.train.callbacks.training_callbacks (batch_size,
+        checkpoint_steps, requeue, meter, tensorboard, progress, identity, facts,
+        watchdog_timeout)."""
         from tfdist.train.callbacks import training_callbacks
 
+        from tfdist.train.watchdog import timeout_setting
+
+        options.setdefault("input_batches", self._input_batches)  # rt.dataset may come later
+        self._watchdog_off = timeout_setting(options.get("watchdog_timeout")) == 0.0
         return training_callbacks(self.engine, model_dir, **options)
+
+    def _input_batches(self) -> Optional[int]:
+        return self._input_counter.read() if self._input_counter is not None else None
 
     def barrier(self) -> None:
         """Wait until every training task gets here."""
@@ -218,5 +239,9 @@ def _explain_uncaught_failures(engine: Engine) -> None:
         message = engine.explain_failure(value)
         if message:
             print(f"tfdist: {message}", file=sys.stderr, flush=True)
+            from tfdist.train.watchdog import current
+
+            if current() is not None:  # rt.callbacks' watchdog: who stopped, requeue
+                current().end_now(message)
 
     sys.excepthook = hook

@@ -152,11 +152,13 @@ def test_only_the_chief_writes(keras, tmp_path):
     status, out = finish(proc)
     assert status == 0, out[-3000:]
     # Every file and folder under model_dir, sub-folders included, is one the chief writes: its
-    # checkpoints, ONE TensorBoard event file (a worker's would be a second one), its results.
+    # checkpoints, ONE TensorBoard event file (a worker's would be a second one), its results;
+    # besides each rank's own progress record (the watchdog's side channel, one file a rank).
     chief_writes = re.compile(
         r"^(checkpoints(/ckpt-\d+(/(meta\.json|state\.index|"
         r"state\.data-00000-of-00001))?)?|logs(/train(/events\.out\."
-        r"tfevents\.\d+\.[\w.-]+\.\d+\.\d+\.v2)?)?|metrics\.json|model\.keras)$")
+        r"tfevents\.\d+\.[\w.-]+\.\d+\.\d+\.v2)?)?|metrics\.json|model\.keras|"
+        r"progress(/rank-[01]\.json)?)$")
     tree = sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*"))
     assert [p for p in tree if not chief_writes.match(p)] == [], tree
     assert len([p for p in tree if "tfevents" in p]) == 1, tree

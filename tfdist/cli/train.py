@@ -80,11 +80,23 @@ flags.DEFINE_bool(
     "requeue", D.requeue, "On SIGTERM/SIGUSR1 under Slurm: checkpoint, then "
     "`scontrol requeue` the job (rank 0, once) so it resumes when it runs again. "
     "Default: off, unless $TFDIST_REQUEUE=1 (the jobs/ scripts export it). Without it a "
-    "preempted run exits with status 75 and resumes when re-run.")
+    "preempted run exits with status 75 and resumes when re-run. Also after a hang or a lost "
+    "task (the watchdog, --watchdog_timeout), at most $TFDIST_MAX_RESTARTS times (default 2) a "
+    "job.")
 flags.DEFINE_bool(
     "restart", D.restart, "Train anew in --model_dir: remove the previous run's checkpoints, "
     "logs, metrics.json and model first. Without it a run that stopped resumes, and one that "
     "finished (its checkpoint has --epochs epochs) only reports its kept results.")
+flags.DEFINE_string(
+    "watchdog_timeout", D.watchdog_timeout, "Seconds without a completed training step before "
+    "the job ends: every rank dumps its threads' stacks to its log, the chief names the rank(s) "
+    "that stopped progressing, the processes exit with status 124 (with --requeue: the job is "
+    "requeued, at most $TFDIST_MAX_RESTARTS times, default 2). 'auto' (default: "
+    "$TFDIST_WATCHDOG_TIMEOUT, else 50 step times and at least 300 s; the first step, epoch ends "
+    "and checkpoint writes get max(600 s, 3x)), seconds, or 0/'off'.")
+flags.register_validator("watchdog_timeout",
+                         lambda v: v is None or _watchdog_ok(v),
+                         message="--watchdog_timeout: expected seconds (>= 0), 'auto' or 'off'.")
 flags.DEFINE_bool("tensorboard", D.tensorboard,
                   "Write TensorBoard logs to MODEL_DIR/logs (chief only).")
 flags.DEFINE_enum(
@@ -96,6 +108,17 @@ flags.DEFINE_string(
     "model (written by the chief only).")
 flags.DEFINE_integer("seed", D.seed, "Seed of weights and data order (the same on every task).")
 flags.DEFINE_bool("shuffle", D.shuffle, "Shuffle the training data (a new order each epoch).")
+
+
+def _watchdog_ok(value: str) -> bool:
+    from tfdist.errors import ConfigError
+    from tfdist.train.watchdog import timeout_setting
+
+    try:
+        timeout_setting(value)
+    except ConfigError:
+        return False
+    return True
 
 
 def config_from_flags() -> TrainConfig:
@@ -127,6 +150,7 @@ def config_from_flags() -> TrainConfig:
                        checkpoint_steps=f.checkpoint_steps,
                        requeue=f.requeue,
                        restart=f.restart,
+                       watchdog_timeout=f.watchdog_timeout,
                        tensorboard=f.tensorboard,
                        seed=f.seed,
                        shuffle=f.shuffle,

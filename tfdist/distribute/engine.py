@@ -80,6 +80,16 @@ class Engine:
         """A one-paragraph explanation when `error` means a peer task was lost, else None."""
         return None
 
+    def training_ranks(self) -> list[int]:
+        """The ranks that run model.fit (and so a progress watchdog): all of them, but only the
+        chief under parameter_server."""
+        return list(range(self.world_size))
+
+    def unreachable_tasks(self) -> list[str]:
+        """Peer tasks that cannot be reached outside TensorFlow (their port refuses), named for
+        a log line; [] where the engine has no such side channel. Never blocks long."""
+        return []
+
     def any_task(self, flag: bool) -> bool:
         """True on every training task when `flag` is true on at least one (collective: every
         training task must call it at the same point)."""

@@ -89,13 +89,35 @@ class CentralStorageEngine(Engine):
 class _ClusterEngine(Engine):
     """What the engines over a TF_CONFIG cluster share."""
 
+    def unreachable_tasks(self) -> list[str]:
+        # A TCP connect to each peer's server port: a task whose process is gone refuses it (a
+        # frozen one still accepts: its heartbeat tells that one). Ranks as explain_failure's.
+        tf_config = self.roles.tf_config
+        if tf_config is None:
+            return []
+        me = tf_config["task"]
+        order = _rank_order(tf_config, self._type_order())
+        gone = []
+        for rank, (task_type, index) in enumerate(order):
+            if (task_type, index) == (me["type"], me["index"]) or task_type == "evaluator":
+                continue
+            address = tf_config["cluster"][task_type][index]
+            host, port = address.rsplit(":", 1)
+            try:
+                with socket.create_connection((host, int(port)), timeout=2):
+                    pass
+            except OSError:
+                gone.append(f"{task_type} {index} (rank {rank}, {address})")
+        return gone
+
     def explain_failure(self, error: BaseException) -> Optional[str]:
+        return explain_lost_task(error, self.roles.tf_config, type_order=self._type_order())
+
+    def _type_order(self) -> Optional[tuple[str, ...]]:
         # tfdist numbers the tasks it lays out chief, ps, workers (cluster.roles); a TF_CONFIG
         # of the user's is numbered as TensorFlow lists it (cluster.tf_config.ordered_tasks).
-        return explain_lost_task(error,
-                                 self.roles.tf_config,
-                                 type_order=None if self.cluster.tf_config is not None else
-                                 ("chief", "ps", "worker", "evaluator"))
+        return None if self.cluster.tf_config is not None else ("chief", "ps", "worker",
+                                                                "evaluator")
 
 
 def explain_lost_task(error: BaseException,
@@ -109,9 +131,7 @@ def explain_lost_task(error: BaseException,
         return None
     text = str(error)
     me = tf_config["task"]
-    order = [(t, i) for t, i, _ in ordered_tasks(tf_config)]
-    if type_order:
-        order.sort(key=lambda task: (type_order.index(task[0]), task[1]))
+    order = _rank_order(tf_config, type_order)
     for task_type, index in re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", text):
         index = int(index)
         if (task_type, index) == (me["type"], me["index"]) or (task_type, index) not in order:
@@ -123,6 +143,14 @@ def explain_lost_task(error: BaseException,
                 "died or its node failed; check its log. Training stops here; re-run with the "
                 "same --model_dir to resume from the last checkpoint.")
     return None
+
+
+def _rank_order(tf_config, type_order: Optional[tuple[str, ...]]) -> list[tuple[str, int]]:
+    """(task type, index) of every task, in rank order."""
+    order = [(t, i) for t, i, _ in ordered_tasks(tf_config)]
+    if type_order:
+        order.sort(key=lambda task: (type_order.index(task[0]), task[1]))
+    return order
 
 
 class MultiWorkerEngine(_ClusterEngine):
@@ -221,6 +249,9 @@ class ParameterServerEngine(_ClusterEngine):
     @property
     def num_replicas_in_sync(self) -> int:
         return self.strategy.num_replicas_in_sync if self.roles.trains else 0
+
+    def training_ranks(self) -> list[int]:
+        return [self.rank]  # the chief; ps and workers serve
 
     def chief_finished(self) -> bool:
         """Non-blocking: whether the chief has come and gone (the end for the other tasks)."""

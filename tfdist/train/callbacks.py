@@ -1,8 +1,9 @@
 """Everything tfdist adds to a model.fit, in the order it must run: `rt.callbacks(model_dir=...)`
 for a user's own script and `tfdist train` alike.
 
-Order: the engine's own (Horovod: broadcast the first weights, average the metrics before anything
-reads them), the throughput meter (it adds samples/s and the input wait to the epoch's logs), the
+Order: the progress watchdog (first: the others' epoch-end work gets its grace), the engine's
+own (Horovod: broadcast the first weights, average the metrics before anything reads them), the
+throughput meter (it adds samples/s and the input wait to the epoch's logs), the
 checkpoint, TensorBoard, the epoch line, metrics.json, and last the preemption handler (it ends
 fit by raising Preempted once the others are done). What an engine cannot do (batch-level
 callbacks under parameter_server, a collective save) is asked of its capabilities, not its name.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
@@ -21,8 +22,12 @@ from tfdist.keras3 import is_keras3
 from tfdist.train.checkpoint import TrainingCheckpoint, make_checkpoint
 from tfdist.train.preemption import PreemptionHandler, StepPreemptionHandler, catch_signals
 from tfdist.train.progress import EpochLine
+from tfdist.train.progress_board import ProgressBoard, progress_dir
+from tfdist.train.restarts import end_after_failure
 from tfdist.train.summary import RunSummary, metrics_path
 from tfdist.train.throughput import ThroughputMeter
+from tfdist.train.watchdog import Watchdog, timeout_setting
+from tfdist.train.watchdog_callback import WatchdogCallback
 
 log = logging.getLogger("tfdist")
 
@@ -110,6 +115,7 @@ class TrainingCallbacks(list):
     checkpoint: Optional[TrainingCheckpoint] = None
     preemption: Optional[PreemptionHandler] = None
     summary: Optional[RunSummary] = None
+    watchdog: Optional[Watchdog] = None
     model = None
     params: dict = {}
 
@@ -144,31 +150,65 @@ for _hook in _HOOKS:
     setattr(TrainingCallbacks, _hook, _each(_hook))
 
 
-def training_callbacks(engine,
-                       model_dir: Optional[str] = None,
-                       batch_size: Optional[int] = None,
-                       checkpoint_steps: int = 0,
-                       requeue: Optional[bool] = None,
-                       meter: bool = True,
-                       tensorboard: bool = True,
-                       progress: bool = False,
-                       identity: Optional[dict[str, Any]] = None,
-                       facts: Optional[dict[str, Any]] = None) -> TrainingCallbacks:
+def make_watchdog(engine, model_dir: Optional[str], timeout: Optional[float],
+                  requeue: Optional[bool], input_batches) -> Watchdog:
+    """This task's progress watchdog, its side channel under MODEL_DIR/progress (or
+    $TFDIST_PROGRESS_DIR); without either it reports on its own rank only."""
+    directory, board = progress_dir(model_dir), None
+    if directory:
+        try:
+            board = ProgressBoard(directory, engine.rank)
+        except OSError as e:  # the watchdog still ends a stalled run, naming only this rank
+            log.warning(
+                "progress watchdog: cannot write %s (%s): this rank's progress is not "
+                "published; set TFDIST_PROGRESS_DIR to a shared, writable directory.", directory, e)
+    return Watchdog(engine.rank,
+                    timeout,
+                    board,
+                    ranks=engine.training_ranks(),
+                    peers=engine.unreachable_tasks,
+                    input_batches=input_batches,
+                    host=engine.cluster.host,
+                    report=lambda summary: end_after_failure(directory, summary, requeue))
+
+
+def training_callbacks(
+        engine,
+        model_dir: Optional[str] = None,
+        batch_size: Optional[int] = None,
+        checkpoint_steps: int = 0,
+        requeue: Optional[bool] = None,
+        meter: bool = True,
+        tensorboard: bool = True,
+        progress: bool = False,
+        identity: Optional[dict[str, Any]] = None,
+        facts: Optional[dict[str, Any]] = None,
+        watchdog_timeout: Any = None,
+        input_batches: Optional[Callable[[], Optional[int]]] = None) -> TrainingCallbacks:
     """The callbacks of this task's model.fit (every training task needs the same list).
 
     model_dir: checkpoints (every epoch, and every `checkpoint_steps` steps), resume, preemption
     (SIGTERM/SIGUSR1: agreed stop, checkpoint, exit 75; `scontrol requeue` when `requeue` is
     True, or when it is None and $TFDIST_REQUEUE=1, which the jobs/ scripts export: off
-    otherwise), TensorBoard logs and metrics.json, all written by the chief.
+    otherwise), TensorBoard logs and metrics.json, all written by the chief; and each rank's
+    progress record (MODEL_DIR/progress/rank-N.json, the watchdog's).
     batch_size: per replica; only for the checkpoint's identity and metrics.json (the meter counts
     the samples). identity: more that must match to resume (e.g. model="cnn"). facts: more for
     metrics.json. progress: log one line per epoch (the chief).
+    watchdog_timeout: seconds without a completed step before the job ends naming the stuck
+    rank(s) (tfdist.train.watchdog); None: $TFDIST_WATCHDOG_TIMEOUT, else auto; 0: off.
+    input_batches: the batches this task's pipeline delivered (rt.dataset counts them).
     """
     if model_dir:
         catch_signals()  # as early as the script lets us
     caps, chief = engine.capabilities, engine.is_chief
     global_batch = batch_size * max(1, engine.num_replicas_in_sync) if batch_size else None
-    cbs = TrainingCallbacks(engine.callbacks())
+    cbs = TrainingCallbacks()
+    timeout = timeout_setting(watchdog_timeout)
+    if timeout != 0.0 and engine.roles.trains:
+        cbs.watchdog = make_watchdog(engine, model_dir, timeout, requeue, input_batches)
+        cbs.append(WatchdogCallback(cbs.watchdog))  # first: the others' work gets its grace
+    cbs.extend(engine.callbacks())
     if meter:
         cbs.meter = ThroughputMeter(global_batch, warn=chief, gather=engine.gather_floats)
         cbs.append(cbs.meter)

@@ -31,6 +31,7 @@ from tfdist import env_vars
 from tfdist.errors import ConfigError
 from tfdist.files import TMP_PREFIX, replacing
 from tfdist.keras3 import is_keras3
+from tfdist.train.watchdog import slow_phase
 
 log = logging.getLogger("tfdist")
 
@@ -209,6 +210,7 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
 
     def save(self, epoch: int, step: int) -> Optional[str]:
         """Write the state as of `step` steps into `epoch`; returns the chief's checkpoint path."""
+        slow_phase()  # the progress watchdog gives a write its longer grace
         self._epoch_var.assign(epoch)
         self._step_var.assign(step)
         global_step = int(self.model.optimizer.iterations.numpy())

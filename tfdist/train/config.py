@@ -55,6 +55,9 @@ class TrainConfig:
     checkpoint_steps: int = 0  # 0: checkpoint at each epoch end only
     requeue: Optional[bool] = None  # on preemption under Slurm, requeue; None: $TFDIST_REQUEUE
     restart: bool = False  # ignore (and remove) a previous run in model_dir: train anew
+    # seconds without a step before the job ends naming the stuck rank; None: $TFDIST_WATCHDOG_
+    # TIMEOUT, else auto; "0"/"off": no watchdog (tfdist.train.watchdog)
+    watchdog_timeout: Optional[str] = None
     tensorboard: bool = True
     seed: int = 0
     shuffle: bool = True

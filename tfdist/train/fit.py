@@ -52,6 +52,10 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
     except Exception as e:
         message = rt.engine.explain_failure(e)
         if message:
+            from tfdist.train.watchdog import current
+
+            if current() is not None:  # stacks, who stopped, requeue; then exit status 1
+                current().end_now(message)
             raise LostTaskError(message) from e
         raise
     finally:
@@ -139,6 +143,7 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
                              checkpoint_steps=cfg.checkpoint_steps,
                              requeue=cfg.requeue,
                              tensorboard=cfg.tensorboard,
+                             watchdog_timeout=cfg.watchdog_timeout,
                              identity=dict(model=cfg.model, seed=seed))
     model.fit(
         rt.dataset(train_input, skip_steps=start.step),
@@ -167,7 +172,7 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         final=final)
 
 
-RUN_OUTPUTS = ("checkpoints", "logs", "metrics.json", "model.keras")
+RUN_OUTPUTS = ("checkpoints", "logs", "metrics.json", "model.keras", "progress")
 
 
 def _start_anew(rt, model_dir: str) -> None:

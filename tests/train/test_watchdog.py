@@ -1,0 +1,178 @@
+"""The progress watchdog without TensorFlow: its settings, its limits, the summary it writes from
+the ranks' records, and the requeue budget after a hang. Real threads and files; the watchdog's
+own T is the thing tested here, so it is set small (1 s)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from unittest import mock
+
+import pytest
+
+from tfdist.errors import ConfigError
+from tfdist.train import restarts
+from tfdist.train.progress_board import ProgressBoard
+from tfdist.train.watchdog import (AUTO_FLOOR, EXIT_STALLED, SLOW_FLOOR, Watchdog, timeout_setting)
+
+
+@pytest.mark.parametrize("value, env, expected", [
+    (None, None, None),
+    (None, "auto", None),
+    (None, "45", 45.0),
+    (None, "off", 0.0),
+    ("0", "45", 0.0),
+    ("20", None, 20.0),
+    (7.5, None, 7.5),
+])
+def test_timeout_setting(value, env, expected):
+    environ = {} if env is None else {"TFDIST_WATCHDOG_TIMEOUT": env}
+    assert timeout_setting(value, environ) == expected
+
+
+@pytest.mark.parametrize("value, env, named", [("-3", None, "watchdog_timeout='-3'"),
+                                               (None, "soon", "TFDIST_WATCHDOG_TIMEOUT='soon'")])
+def test_a_bad_timeout_is_named(value, env, named):
+    environ = {} if env is None else {"TFDIST_WATCHDOG_TIMEOUT": env}
+    with pytest.raises(ConfigError, match=rf"{named}.*: expected seconds .*'auto'.*0/'off'"):
+        timeout_setting(value, environ)
+
+
+def test_limits_auto_and_slow_phases():
+    w = Watchdog(0, None)
+    assert w.limit() == max(SLOW_FLOOR, 3 * AUTO_FLOOR)  # before the first step
+    w.step_completed()
+    assert w.limit() == AUTO_FLOOR
+    w._slowest = 30.0  # 50 steps of 30 s
+    assert w.limit() == 1500.0
+    w.slow_phase()
+    assert w.limit() == 4500.0
+    fixed = Watchdog(0, 20.0)
+    fixed.step_completed()
+    assert fixed.limit() == 20.0
+    fixed.slow_phase()
+    assert fixed.limit() == SLOW_FLOOR
+
+
+def stall(tmp_path, others=(), input_batches=None, ranks=(0, 1)):
+    """Rank 0's watchdog with T=1 s after 3 steps, beside `others` (rank, record) written once;
+    (exit status, summary) once it has ended."""
+    board = ProgressBoard(str(tmp_path), 0, run="r")
+    for rank, rec in others:
+        ProgressBoard(str(tmp_path), rank, run="r").publish(rec)
+    ended, said = threading.Event(), []
+    codes = []
+
+    def exit(code):
+        codes.append(code)
+        ended.set()
+
+    w = Watchdog(0,
+                 1.0,
+                 board,
+                 ranks=list(ranks),
+                 input_batches=input_batches,
+                 report=lambda summary: said.append(summary) or "Not requeued.",
+                 host="node1",
+                 exit=exit)
+    w.start()
+    for _ in range(3):
+        w.step_completed()
+    assert ended.wait(60), "the watchdog never ended the run"
+    w.stop()
+    return codes[0], said[0]
+
+
+def test_a_frozen_rank_is_named(tmp_path):
+    frozen = dict(state="running", beat=7, step=2, host="node2", pid=99)
+    status, line = stall(tmp_path, [(1, frozen)])
+    assert status == EXIT_STALLED
+    assert line.startswith("stalled: no training step for 1 s (limit 1 s). Stopped progressing: "
+                           "rank 1 on node2 (pid 99) last seen at step 2: no heartbeat (frozen, "
+                           "stopped, or its node failed). Waiting: rank 0 at step 3."), line
+
+
+def test_a_rank_that_never_published_is_named(tmp_path):
+    status, line = stall(tmp_path)
+    assert "Stopped progressing: rank 1 (never published its progress): no heartbeat" in line
+
+
+def test_a_rank_waiting_for_input_is_named(tmp_path):
+    starving = dict(state="stalled", beat=3, step=3, host="node2", pid=98, input_batches=3)
+    status, line = stall(tmp_path, [(1, starving)], input_batches=lambda: 5)
+    assert ("Stopped progressing: rank 1 on node2 (pid 98) at step 3: waiting for its input "
+            "pipeline (3 batches delivered, the others 5). Waiting: rank 0 at step 3.") in line
+
+
+def test_none_stands_out(tmp_path):
+    alike = dict(state="stalled", beat=3, step=3, host="node2", pid=98, input_batches=5)
+    status, line = stall(tmp_path, [(1, alike)], input_batches=lambda: 5)
+    assert "Stopped progressing: rank 0 at step 3, rank 1 at step 3, none stands out" in line
+
+
+def test_an_earlier_runs_record_is_not_read(tmp_path):
+    ProgressBoard(str(tmp_path), 1, run="earlier").publish(dict(state="running", beat=1, step=9))
+    assert ProgressBoard(str(tmp_path), 0, run="now").read(1) is None
+
+
+FAKE_SCONTROL = """#!/bin/sh
+echo "$*" >> "$FAKE_SCONTROL_LOG"
+"""
+
+
+@pytest.fixture
+def slurm_job(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").write_text(FAKE_SCONTROL)
+    (bin_dir / "scontrol").chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_SCONTROL_LOG": str(calls),
+        "SLURM_JOB_ID": "77",
+        "TFDIST_REQUEUE": "1"
+    }
+    with mock.patch.dict(os.environ, env):
+        yield calls
+
+
+def test_requeued_at_most_max_restarts_then_a_plain_failure(tmp_path, slurm_job):
+    progress = str(tmp_path / "progress")
+    told = []
+    for restart in range(3):
+        with mock.patch.dict(os.environ, {"SLURM_RESTART_COUNT": str(restart)}):
+            told.append(restarts.end_after_failure(progress, f"hang {restart}"))
+    assert told[0] == ("Requeued the job (restart 1 of at most 2, TFDIST_MAX_RESTARTS); it "
+                       "resumes from the last checkpoint.")
+    assert told[1].startswith("Requeued the job (restart 2 of at most 2")
+    assert told[2] == ("Not requeued: this job was already requeued 2 time(s) after a hang or a "
+                       "lost task (TFDIST_MAX_RESTARTS=2). Each time: run 1 "
+                       "(SLURM_RESTART_COUNT=0): hang 0; run 2 (SLURM_RESTART_COUNT=1): hang 1; "
+                       "now run 3: hang 2. Find the cause in the stacks above before "
+                       "resubmitting.")
+    assert slurm_job.read_text().splitlines() == ["requeue 77", "requeue 77"]
+    history = [json.loads(line) for line in open(os.path.join(progress, "restarts.jsonl"))]
+    assert [(h["restart"], h["requeued"]) for h in history] == [(0, True), (1, True), (2, False)]
+
+
+def test_another_jobs_restarts_do_not_count(tmp_path, slurm_job):
+    progress = str(tmp_path / "progress")
+    for _ in range(2):
+        with mock.patch.dict(os.environ, {"SLURM_JOB_ID": "76"}):
+            restarts.end_after_failure(progress, "an earlier job's hang")
+    assert restarts.end_after_failure(progress, "hang").startswith("Requeued the job (restart 1")
+
+
+def test_requeue_off_says_how_to_turn_it_on(tmp_path, slurm_job):
+    with mock.patch.dict(os.environ, {"TFDIST_REQUEUE": "0"}):
+        told = restarts.end_after_failure(str(tmp_path), "hang")
+    assert told.startswith("Not requeued (requeue is off: TFDIST_REQUEUE=1")
+    assert not slurm_job.exists()
+
+
+@pytest.mark.parametrize("value", ["-1", "two"])
+def test_a_bad_max_restarts_is_named(value):
+    with pytest.raises(ConfigError, match=f"TFDIST_MAX_RESTARTS='{value}': expected a whole"):
+        restarts.max_restarts({"TFDIST_MAX_RESTARTS": value})

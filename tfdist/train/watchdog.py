@@ -1,0 +1,360 @@
+"""The progress watchdog: a training process that completes no step for a time T dumps the stacks
+of all its threads, the job names the rank(s) that stopped progressing, and the process ends with
+status 124 (EXIT_STALLED) instead of waiting for the time limit.
+
+A thread of its own, fed by one tiny call per completed step (`step_completed`, from Keras
+callbacks of either Keras: tfdist.train.watchdog_callback) and told of slow phases (`slow_phase`:
+start, epoch ends, checkpoint writes, validation) that get a longer grace until the next step.
+No TensorFlow and no Keras here: a thread can still run while the main thread is blocked in a
+TensorFlow collective (TensorFlow releases the GIL while it executes), and ends the process with
+os._exit, which needs nothing from TensorFlow.
+
+Who is stuck is found without the stuck collective: every rank publishes its last step with a
+heartbeat (tfdist.train.progress_board); when a rank stalls it watches the others' records for
+a few heartbeats: a rank whose heartbeat stopped is frozen (SIGSTOP, a dead node); one whose input
+pipeline delivered fewer batches than the others' waits for its input. The lowest responding rank
+(rank 0 unless it is the frozen one) prints the one-line summary and, with requeue on, requeues the
+job (tfdist.train.restarts); the others wait for that line, then exit too.
+
+Last resort when Python itself cannot run (a C extension holding the GIL in a hung read):
+faulthandler's C thread, re-armed by this thread, dumps the stacks and exits (status 1).
+
+T: $TFDIST_WATCHDOG_TIMEOUT or --watchdog_timeout, seconds, 0 or "off" to turn it off; default
+"auto": 50 times the slowest steady step time seen, at least 5 minutes; after a slow phase
+max(10 minutes, 3 T).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable, Optional
+
+from tfdist import env_vars
+from tfdist.errors import ConfigError
+from tfdist.train.progress_board import ProgressBoard
+
+log = logging.getLogger("tfdist")
+
+EXIT_STALLED = 124  # as timeout(1): timed out waiting for progress
+TIMEOUT_ENV = env_vars.WATCHDOG_TIMEOUT.name
+AUTO_FLOOR = 300.0  # seconds: T is never shorter by default
+AUTO_STEPS = 50  # T is at least this many times the slowest steady step
+SLOW_FLOOR = 600.0  # the grace after a slow phase is at least this...
+SLOW_TIMES = 3  # ...and at least this many times T
+FALLBACK_MARGIN = 60.0  # faulthandler's exit comes this long after the watchdog's own
+
+_current: dict[str, Optional["Watchdog"]] = {"watchdog": None}
+
+
+def timeout_setting(value: Any = None, environ=None) -> Optional[float]:
+    """The watchdog's T from `value` (a flag or argument), else $TFDIST_WATCHDOG_TIMEOUT:
+    seconds > 0; None for "auto" (the default); 0.0 for off ("0", "off")."""
+    environ = os.environ if environ is None else environ
+    source = "watchdog_timeout"
+    if value is None:
+        value, source = environ.get(TIMEOUT_ENV, "auto") or "auto", TIMEOUT_ENV
+    given, seconds = value, value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == "auto":
+            return None
+        if text in ("off", "none", "false", "no"):
+            return 0.0
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = -1.0
+    if seconds < 0:
+        raise ConfigError(f"{source}={given!r}: expected seconds without a completed training "
+                          "step before the job is ended (e.g. 600), 'auto' (the default: 50 "
+                          "step times, at least 300 s) or 0/'off' to turn the watchdog off.")
+    return float(seconds)
+
+
+def current() -> Optional["Watchdog"]:
+    """This process's running watchdog, if any."""
+    return _current["watchdog"]
+
+
+def slow_phase() -> None:
+    """Tell this process's watchdog (if any) that a slow phase begins (a checkpoint write)."""
+    watchdog = _current["watchdog"]
+    if watchdog is not None:
+        watchdog.slow_phase()
+
+
+class Watchdog:
+    """See the module docstring. `timeout`: T in seconds, None for auto. `board`: the side
+    channel (None: this rank reports only on itself). `ranks`: the ranks that publish records
+    (every training rank; parameter_server: the chief only). `peers`: a callable naming the
+    unreachable peer tasks (e.g. parameter-server workers that are gone). `input_batches`: a
+    callable for the batches this rank's input pipeline has delivered (None: unknown).
+    `report`: given the summary, does what ends the run (requeue) and returns words to add.
+    `host`: this task's node as the job knows it (default: the host name)."""
+
+    def __init__(self,
+                 rank: int,
+                 timeout: Optional[float] = None,
+                 board: Optional[ProgressBoard] = None,
+                 ranks: Optional[list[int]] = None,
+                 peers: Optional[Callable[[], list[str]]] = None,
+                 input_batches: Optional[Callable[[], Optional[int]]] = None,
+                 report: Optional[Callable[[str], str]] = None,
+                 host: Optional[str] = None,
+                 exit: Callable[[int], None] = os._exit):
+        if timeout is not None and timeout <= 0:
+            raise ConfigError(f"timeout={timeout}: expected seconds > 0 or None (auto); leave "
+                              "the watchdog out to turn it off.")
+        self.rank, self.timeout, self.board = rank, timeout, board
+        self.ranks = ranks if ranks is not None else [rank]
+        self.peers, self.input_batches, self.report = peers, input_batches, report
+        self.host, self.pid = host or socket.gethostname(), os.getpid()
+        self._exit = exit
+        self.steps = 0
+        self.epoch = 0
+        self._last = time.monotonic()
+        self._slow = True  # the first step traces and connects
+        self._slowest = 0.0  # slowest steady step seen (auto T)
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._beat = 0
+        self._ending = threading.Lock()
+        self._source: Optional[Callable[[], int]] = None
+
+    # -- fed by the training loop (keep them tiny: they run after every step) --
+    def step_completed(self) -> None:
+        self.steps += 1
+        self._last = time.monotonic()
+        self._slow = False
+
+    def progressed(self) -> None:
+        """Progress that is no training step (a validation step)."""
+        self._last = time.monotonic()
+        self._slow = False
+
+    def slow_phase(self) -> None:
+        self._last = time.monotonic()
+        self._slow = True
+
+    def poll_steps(self, source: Optional[Callable[[], int]]) -> None:
+        """Read the completed steps from `source` each interval instead of being fed (where
+        the loop's hooks see steps scheduled, not completed: parameter_server's chief)."""
+        self._source = source
+
+    # -- limits --
+    def limit(self) -> float:
+        """Seconds without a step that end the run, now."""
+        t = self.timeout
+        if t is None:
+            t = max(AUTO_FLOOR, AUTO_STEPS * self._slowest)
+        return max(SLOW_FLOOR, SLOW_TIMES * t) if self._slow else t
+
+    def _interval(self) -> float:
+        """Seconds between heartbeats and checks: a tenth of T, 0.5 to 10 s."""
+        return min(10.0, max(0.5, (self.timeout or AUTO_FLOOR) / 10))
+
+    # -- the thread --
+    def start(self) -> "Watchdog":
+        self._stop.clear()
+        self._last, self._slow = time.monotonic(), True
+        _current["watchdog"] = self
+        self._thread = threading.Thread(target=self._run, name="tfdist-watchdog", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        faulthandler.cancel_dump_traceback_later()
+        if _current["watchdog"] is self:
+            _current["watchdog"] = None
+
+    def _run(self) -> None:
+        interval = self._interval()
+        seen = (self.steps, time.monotonic())
+        while not self._stop.wait(interval):
+            if self._source is not None:
+                done = _call_with_timeout(self._source, interval)
+                if done is not None and done > self.steps:
+                    self.steps, self._last, self._slow = done, time.monotonic(), False
+            now, steps, slow = time.monotonic(), self.steps, self._slow
+            if steps > seen[0] + 1 and not slow:  # steady steps: their time sets auto T
+                self._slowest = max(self._slowest, (now - seen[1]) / (steps - seen[0]))
+            if steps != seen[0]:
+                seen = (steps, now)
+            limit = self.limit()
+            _arm_fallback(limit + FALLBACK_MARGIN)
+            self._publish("running")
+            idle = now - self._last
+            if idle > limit:
+                self._fire(idle, limit)
+                return
+
+    def _publish(self, state: str, **extra: Any) -> None:
+        if self.board is None:
+            return
+        self._beat += 1
+        try:
+            self.board.publish(
+                dict(state=state,
+                     beat=self._beat,
+                     step=self.steps,
+                     epoch=self.epoch + 1,
+                     host=self.host,
+                     pid=self.pid,
+                     **extra))
+        except OSError as e:  # a full or gone file system must not end training
+            log.debug("watchdog: could not publish progress: %s", e)
+
+    # -- when no step came for too long, or a peer was lost --
+    def end_now(self, reason: str) -> None:
+        """From the main thread, when training failed because a peer task was lost (`reason`,
+        e.g. "Lost worker 1 ..."): the same report as a stall -- stacks, the summary naming who
+        stopped, requeue -- and return; the caller ends the process (status 1)."""
+        self._stop.set()
+        self._end(reason, None, in_watchdog=False)
+
+    def _fire(self, idle: float, limit: float) -> None:
+        log.error(
+            "rank %d on %s (pid %d): no training step completed for %.0f s (limit %.0f s, "
+            "%s); last completed step %d. Stacks of its threads follow.", self.rank, self.host,
+            self.pid, idle, limit, TIMEOUT_ENV, self.steps)
+        self._end(f"stalled: no training step for {idle:.0f} s (limit {limit:.0f} s).",
+                  EXIT_STALLED,
+                  in_watchdog=True)
+
+    def _end(self, head: str, status: Optional[int], in_watchdog: bool) -> None:
+        if not self._ending.acquire(blocking=False):
+            threading.Event().wait()  # the other thread is ending the process
+        faulthandler.cancel_dump_traceback_later()
+        if not in_watchdog:
+            log.error(
+                "rank %d on %s (pid %d): %s Last completed step %d. Stacks of its threads "
+                "follow.", self.rank, self.host, self.pid, head, self.steps)
+        dump_stacks(f"tfdist: rank {self.rank}: ", skip_current=in_watchdog)
+        batches = _call_with_timeout(self.input_batches, 10.0)
+        self._publish("stalled", input_batches=batches)
+        records = {}
+        if self.board is not None:
+            # Long enough for a responsive rank's heartbeat; sooner once every rank has said.
+            window = 3 * self._interval() + 2
+
+            def all_in(now):
+                return all(rec is not None and rec.get("state") != "running"
+                           for rec in now.values())
+
+            records = self.board.watch(self.ranks, window, all_in)
+        alive = sorted(r for r, rec in records.items() if rec is not None and rec.get("alive"))
+        reporter = alive[0] if alive else self.rank
+        if reporter == self.rank:
+            summary = self.summary(records, head, batches)
+            more = self.report(summary) if self.report is not None else ""
+            log.error("%s%s", summary, f" {more}" if more else "")
+            self._publish("reported")
+        else:  # it reports: wait for its line (srun --kill-on-bad-exit would cut it short)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                rec = self.board.read(reporter)
+                if rec is not None and rec.get("state") == "reported":
+                    break
+                time.sleep(0.2)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if status is not None:
+            logging.shutdown()
+            self._exit(status)
+
+    def summary(self, records: dict[int, Optional[dict]], head: str,
+                own_batches: Optional[int]) -> str:
+        """One line: which rank(s) stopped progressing, the last step each reached, the host."""
+        if not records:
+            records = {
+                self.rank:
+                dict(alive=True,
+                     step=self.steps,
+                     host=self.host,
+                     pid=self.pid,
+                     input_batches=own_batches)
+            }
+        frozen = [r for r, rec in records.items() if rec is None or not rec.get("alive")]
+        alive = {r: rec for r, rec in records.items() if r not in frozen}
+        counts = {r: rec.get("input_batches") for r, rec in alive.items()}
+        known = [c for c in counts.values() if c is not None]
+        starving = []
+        if len(known) > 1 and min(known) < max(known):
+            starving = [r for r, c in counts.items() if c is not None and c == min(known)]
+        gone = self.peers() if self.peers is not None else []
+        parts = []
+        for r in frozen:
+            rec = records[r]
+            where = (f"rank {r} on {rec['host']} (pid {rec['pid']}) last seen at step {rec['step']}"
+                     if rec else f"rank {r} (never published its progress)")
+            parts.append(f"{where}: no heartbeat (frozen, stopped, or its node failed)")
+        for r in starving:
+            rec = alive[r]
+            parts.append(f"rank {r} on {rec['host']} (pid {rec['pid']}) at step {rec['step']}: "
+                         f"waiting for its input pipeline ({counts[r]} batches delivered, the "
+                         f"others {max(known)})")
+        if gone:
+            parts.append(f"{', '.join(gone)}: gone (connection refused)")
+        others = [r for r in alive if r not in starving]
+        waited = ", ".join(f"rank {r} at step {alive[r]['step']}" for r in others)
+        head = f"{head} Stopped progressing: "
+        if parts:
+            text = head + "; ".join(parts) + (f". Waiting: {waited}." if waited else ".")
+        else:
+            text = head + (f"{waited}, none stands out (a hung collective or device? see the "
+                           "stacks)." if len(alive) > 1 else f"{waited} on {self.host}.")
+        return text + " Stacks: the 'tfdist: rank N:' lines above."
+
+
+def _arm_fallback(seconds: float) -> None:
+    """faulthandler's exit in `seconds` unless re-armed: it needs no GIL (the real stderr, fd 2:
+    sys.stderr may be a wrapper without a file descriptor)."""
+    try:
+        faulthandler.dump_traceback_later(seconds, exit=True, file=sys.__stderr__)
+    except (AttributeError, ValueError, OSError) as e:
+        log.debug("watchdog: no faulthandler fallback: %s", e)
+
+
+def dump_stacks(prefix: str, out=None, skip_current: bool = False) -> None:
+    """Every Python thread's stack, each line prefixed (its rank, in a log of many ranks);
+    `skip_current`: not the calling thread's (the watchdog's own)."""
+    out = out or sys.stderr
+    names = {t.ident: t.name for t in threading.enumerate()}
+    lines, me = [], threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        if skip_current and ident == me:
+            continue
+        lines.append(f"Thread {names.get(ident, ident)} (most recent call last):")
+        lines.extend(line for entry in traceback.format_stack(frame)
+                     for line in entry.rstrip("\n").split("\n"))
+    out.write("".join(f"{prefix}{line}\n" for line in lines))
+    out.flush()
+
+
+def _call_with_timeout(fn: Optional[Callable[[], Any]], seconds: float) -> Any:
+    """fn() in a thread of its own, None if it does not return in time (or fails)."""
+    if fn is None:
+        return None
+    result: list[Any] = [None]
+
+    def call():
+        try:
+            result[0] = fn()
+        except Exception as e:  # a broken runtime: report without it
+            log.debug("watchdog: %s", e)
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return result[0]

@@ -1,0 +1,56 @@
+"""The Keras side of the progress watchdog: fit's hooks feed tfdist.train.watchdog.Watchdog.
+
+Only the standard hooks and no model internals: a Keras 3 callback adapter can forward them as
+they are (or call `watchdog.step_completed()` / `watchdog.slow_phase()` itself). Put it first in
+the list, so the other callbacks' epoch-end work (checkpoints, TensorBoard) gets the slow-phase
+grace.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from tfdist.train.watchdog import Watchdog
+
+
+class WatchdogCallback(tf.keras.callbacks.Callback):
+    """Starts the watchdog with fit, feeds it each completed step (training and validation),
+    stops it when fit ends. Keras calls no hook when fit raises: a script that catches an error
+    of fit and goes on without training should `stop()` the watchdog (`rt.callbacks(...)
+    .watchdog`), or it ends the process after its time."""
+
+    def __init__(self, watchdog: Watchdog):
+        super().__init__()
+        # Reads no logs: Keras need not fetch them per step, and parameter_server allows its
+        # batch hooks (there they run as steps are scheduled; a full queue of steps blocks them).
+        # An instance attribute: Callback.__init__ sets it False on the instance.
+        self._supports_tf_logs = True
+        self.watchdog = watchdog
+
+    def on_train_begin(self, logs=None):
+        # parameter_server: the hooks run as steps are scheduled (the queue holds 256K), so the
+        # watchdog reads the steps done from the optimizer's counter (on a ps) instead.
+        self._scheduled = getattr(self.model, "_cluster_coordinator", None) is not None
+        optimizer = self.model.optimizer
+        self.watchdog.poll_steps((
+            lambda: int(optimizer.iterations.numpy())) if self._scheduled else None)
+        self.watchdog.start()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self._scheduled:
+            self.watchdog.step_completed()
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.watchdog.progressed()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.watchdog.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.watchdog.slow_phase()
+
+    def on_test_begin(self, logs=None):
+        self.watchdog.slow_phase()
+
+    def on_train_end(self, logs=None):
+        self.watchdog.stop()
