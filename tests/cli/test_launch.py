@@ -14,7 +14,7 @@ def launch(*args, **kwargs):
     return subprocess.run([TFDIST, "launch", *args],
                           capture_output=True,
                           text=True,
-                          timeout=120,
+                          timeout=300,
                           **kwargs)
 
 
@@ -57,12 +57,13 @@ def test_children_see_their_cluster_through_tfdist_env():
 
 
 def test_one_failure_stops_the_others_and_is_the_exit_status():
+    # The others would sleep an hour: ending within minutes means they were stopped.
     start = time.monotonic()
     r = launch("-n", "3", "--grace=5", "--", "bash", "-c",
-               'if [ "$TFDIST_LAUNCH_RANK" = 2 ]; then exit 7; fi; sleep 60')
+               'if [ "$TFDIST_LAUNCH_RANK" = 2 ]; then exit 7; fi; sleep 3600')
     assert r.returncode == 7
     assert "rank 2 exited with status 7; stopping the other 2 process(es)" in r.stderr
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 300  # also launch()'s timeout
 
 
 CHILD = """

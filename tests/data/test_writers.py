@@ -98,7 +98,7 @@ def test_two_processes_packing_digits_at_once(tmp_path):
                          text=True,
                          env=env) for _ in range(2)
     ]
-    outs = [p.communicate(timeout=120) for p in procs]
+    outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
     assert [out.split()[-1] for out, _ in outs] == ["1437", "1437"]
     assert os.listdir(tmp_path) == ["digits-v1"], "leftover temporary folders"

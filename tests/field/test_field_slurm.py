@@ -59,7 +59,7 @@ def test_field_script_as_a_batch_job(slurm, jobdir, name, route):
                                    cpus=2 // per_node,
                                    bin=BIN,
                                    command=shlex.join(command))
-        job = slurm.sbatch(script, workdir=jobdir, timeout=300)
+        job = slurm.sbatch(script, workdir=jobdir, timeout=600)
     assert job.state == "COMPLETED", job.describe()
     (res, ) = job.json_files("result.json")
     assert res[key] == value and res["test_accuracy"] >= MIN_ACCURACY, (res, job.describe())

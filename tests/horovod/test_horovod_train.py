@@ -66,7 +66,7 @@ def test_a_task_that_never_starts_ends_the_other_with_an_error(tmp_path, present
                       rank=present,
                       port=port,
                       HOROVOD_GLOO_TIMEOUT_SECONDS=str(timeout))
-    [(code, log, seconds)] = finish([proc], timeout=120)
+    [(code, log, seconds)] = finish([proc], timeout=300)
     assert code != 0, log[-3000:]
     assert "HorovodSetupError" in log, log[-3000:]
     if present == 0:
@@ -120,7 +120,7 @@ def test_the_gloo_interface_is_used_even_where_the_hostname_does_not_resolve(tmp
     prefix = ["unshare", "--uts", "sh", "-c", 'hostname tfdist-no-such-host && exec "$0" "$@"']
     outs = [tmp_path / f"uts-{r}.json" for r in range(2)]
     procs = [start_task("init", outs[r], rank=r, port=port, prefix=prefix) for r in range(2)]
-    for rank, (code, log, _) in enumerate(finish(procs, timeout=120)):
+    for rank, (code, log, _) in enumerate(finish(procs, timeout=300)):
         assert code == 0, f"rank {rank} exited {code}:\n{log[-3000:]}"
     results = [json.loads(o.read_text()) for o in outs]
     assert [(r["rank"], r["size"], r["gloo_iface"]) for r in results] == [(0, 2, "lo"),

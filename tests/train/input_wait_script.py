@@ -1,8 +1,9 @@
 """Train with a slow or a fast input and record the meter's input-wait share of each epoch.
 
-argv: STRATEGY DELAY_SECONDS_PER_BATCH OUT [CPU_DEVICES]. DELAY 0: batches come from memory and a
-large step computes (input waits are tiny); DELAY > 0: every batch sleeps that long in the pipeline
-and the step is small (the steps mostly wait).
+argv: STRATEGY INPUT OUT [CPU_DEVICES]. INPUT "fast": batches come from memory and a large step
+computes (input waits are tiny). INPUT "slow": the step is small and every batch sleeps in the
+pipeline SLOWDOWN times as long as this run's own step took with a fast input (measured first,
+on this machine at this moment), so the steps mostly wait however fast or loaded the machine is.
 """
 
 import json
@@ -16,14 +17,18 @@ import tensorflow as tf
 from tfdist.train.preemption import StepPreemptionHandler
 
 STEPS_PER_EPOCH, EPOCHS, BATCH = 12, 3, 64
+SLOWDOWN = 10  # input time per batch / step time: an input-wait share of about 10/11
+MIN_DELAY = 0.03  # seconds: at least a few timer ticks and scheduler slices
+AGREE_EVERY = 8  # slow input: tasks agree on preemption about every 8 steps (in seconds: 8 delays)
 
 
-def main(strategy, delay, out, cpu_devices="0"):
-    delay = float(delay)
+def main(strategy, speed, out, cpu_devices="0"):
+    slow = {"fast": False, "slow": True}[speed]
     options = {"cpu_devices": int(cpu_devices)} if int(cpu_devices) else {}
     rt = tfdist.init(strategy=strategy, **options)
     x = np.random.RandomState(0).rand(1024, 64).astype("float32")
     y = (x.sum(axis=1) > 32).astype("int64")
+    delay = 0.0
 
     def sleep(features, labels):
         # A Python call per batch that sleeps: an input pipeline slower than the step.
@@ -37,9 +42,9 @@ def main(strategy, delay, out, cpu_devices="0"):
         ds = ds.cache().repeat().batch(BATCH)
         # A slow pipeline may run one batch ahead, no more: batches it buffered while the first
         # epoch traced would hide its speed in the next epochs.
-        return ds.map(sleep).prefetch(1) if delay else ds.prefetch(tf.data.AUTOTUNE)
+        return ds.map(sleep).prefetch(1) if slow else ds.prefetch(tf.data.AUTOTUNE)
 
-    width = 64 if delay else 2048
+    width = 64 if slow else 2048
     with rt.scope():
         model = tf.keras.Sequential([
             tf.keras.layers.Input((64, )),
@@ -49,12 +54,22 @@ def main(strategy, delay, out, cpu_devices="0"):
         ])
         model.compile(rt.optimizer(tf.keras.optimizers.SGD(0.01)),
                       tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    if slow:
+        # The step time with delay 0 (the pipeline reads `delay` at every batch): one fit to
+        # trace, one timed; fit's own start and end count as step time, erring on the slow side.
+        data = rt.dataset(input_fn)
+        model.fit(data, epochs=1, steps_per_epoch=2, verbose=0)
+        start = time.perf_counter()
+        model.fit(data, epochs=1, steps_per_epoch=STEPS_PER_EPOCH, verbose=0)
+        step = (time.perf_counter() - start) / STEPS_PER_EPOCH
+        delay = max(MIN_DELAY, SLOWDOWN * step)
     callbacks = rt.callbacks(batch_size=BATCH)  # the engine's and the meter
-    # Tasks agree on preemption about every 0.2 s: with ~30 ms steps, every ~7 steps.
+    # Tasks agree on preemption every AGREE_EVERY steps or so: the chief sets the interval from
+    # its step time (mostly the delay) and check_seconds.
     stop = StepPreemptionHandler(rt.engine,
                                  several_tasks=rt.world_size > 1,
                                  check_steps=2,
-                                 check_seconds=0.2)
+                                 check_seconds=AGREE_EVERY * max(delay, MIN_DELAY))
     history = model.fit(rt.dataset(input_fn),
                         epochs=EPOCHS,
                         steps_per_epoch=STEPS_PER_EPOCH,
@@ -71,7 +86,8 @@ def main(strategy, delay, out, cpu_devices="0"):
                 "samples": meter.epoch_samples,
                 "expected_samples": STEPS_PER_EPOCH * rt.global_batch_size(BATCH),
                 "replicas": rt.num_replicas,
-                "agreements": stop.agreements
+                "agreements": stop.agreements,
+                "delay": delay
             }, f)
     rt.shutdown()
 

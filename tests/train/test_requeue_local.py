@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from tests.helpers import TFDIST, finish, wait_for
+from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +27,8 @@ fi
 
 
 def preempt_with_usr1(tmp_path, *extra, **env):
-    """A 2-worker run under `tfdist launch`, SIGUSR1 once training runs; (status, output)."""
+    """A 2-worker run under `tfdist launch`, SIGUSR1 while both wait after step 5 (the test
+    hook): the signal comes while training runs on any machine; (status, output)."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "scontrol.log"
     bin_dir.mkdir()
     (bin_dir / "scontrol").write_text(FAKE_SCONTROL)
@@ -38,6 +40,7 @@ def preempt_with_usr1(tmp_path, *extra, **env):
     environ.update(PATH=f"{bin_dir}:{os.environ['PATH']}",
                    FAKE_SCONTROL_LOG=str(calls),
                    SLURM_JOB_ID=JOB_ID,
+                   **{PAUSE_AFTER_STEP: "5"},
                    **env)
     cmd = [
         TFDIST, "launch", "-n", "2", "--", TFDIST, "train", "--strategy=multi_worker",
@@ -49,7 +52,7 @@ def preempt_with_usr1(tmp_path, *extra, **env):
                             stderr=subprocess.STDOUT,
                             text=True,
                             env=environ)
-    head = wait_for(proc, "training from epoch 1/3")
+    head = wait_for(proc, f"{PAUSE_AFTER_STEP}=5: paused")
     proc.send_signal(signal.SIGUSR1)
     status, out = finish(proc)
     return status, head + out, calls.read_text().splitlines() if calls.exists() else []

@@ -5,23 +5,23 @@ import json
 import os
 import re
 import signal
-import time
 
 import numpy as np
 import pytest
 
 from tests.helpers import TFDIST, finish, launch, requires_horovod, run, start, wait_for
-from tfdist.train.checkpoint import EXIT_AFTER_STEP
+from tfdist.train.checkpoint import EXIT_AFTER_STEP, EXIT_WHILE_SAVING
+from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = pytest.mark.slow
 TRAIN = ["train", "--pipeline=digits", "--epochs=3", "--batch_size=8", "--lr=0.01"]
 
 
-def start_train(n, model_dir, *extra, tmpdir=None):
+def start_train(n, model_dir, *extra, tmpdir=None, env=None):
     cmd = [TFDIST, *TRAIN, f"--model_dir={model_dir}", *extra]
     if n > 1:
         cmd = [TFDIST, "launch", "-n", str(n), "--", *cmd]
-    return start(cmd, env={"TMPDIR": str(tmpdir)} if tmpdir else None)
+    return start(cmd, env=dict(env or {}, **({"TMPDIR": str(tmpdir)} if tmpdir else {})))
 
 
 def weights(model_dir):
@@ -34,15 +34,19 @@ def weights(model_dir):
 @pytest.mark.parametrize("n", [1, 2])
 def test_resume_after_sigterm_equals_uninterrupted(n, tmp_path):
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    proc = start_train(n, stopped)
-    head = wait_for(proc, "epoch 1/3: ")  # the end of epoch 1
-    time.sleep(0.5)  # mid-epoch 2
+    # 1437 digits at 8 per replica: 179 steps an epoch alone, 89 with two. Every task waits
+    # after 40 steps of epoch 2 (the test hook) until the signal: mid-epoch on any machine.
+    pause = {1: 179, 2: 89}[n] + 40
+    proc = start_train(n, stopped, env={PAUSE_AFTER_STEP: str(pause)})
+    head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: paused at global step {pause} ")
     proc.send_signal(signal.SIGTERM)
     status, out = finish(proc)
     out = head + out
     assert status == 75, out[-3000:]
-    # Stopped during epoch 2 (or, on a loaded machine, at its end or in epoch 3).
-    assert re.search(r"preempted (at epoch [23], step \d+|after epoch 2);", out), out[-2000:]
+    # Alone: right after that step; two tasks stop at their next agreement (its interval depends
+    # on the step time), at the latest at the end of epoch 2.
+    where = r"at epoch 2, step 40;" if n == 1 else r"(at epoch 2, step \d+|after epoch 2);"
+    assert re.search("preempted " + where, out), out[-2000:]
     assert "Re-run the same command" in out
     assert not (stopped / "metrics.json").exists()
 
@@ -87,23 +91,16 @@ def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, tmp_path):
 
 
 def test_crash_while_writing_keeps_previous_checkpoint(tmp_path):
-    # ResNet-50's state (~300 MB with momentum) takes long enough to write to be caught mid-way.
+    # The chief dies half-way through writing the checkpoint of epoch 2 (the test hook: its state
+    # written under the temporary name, not yet renamed into place).
     model_dir = tmp_path / "run"
-    args = [
-        "--model=resnet50", "--steps_per_epoch=1", "--batch_size=2", "--epochs=4", "--notensorboard"
-    ]
-    proc = start_train(1, model_dir, *args)
+    args = ["--steps_per_epoch=1", "--batch_size=2", "--epochs=4", "--notensorboard"]
+    r = run([TFDIST, *TRAIN[:2], *args, f"--model_dir={model_dir}"], env={EXIT_WHILE_SAVING: "2"})
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"{EXIT_WHILE_SAVING}=2: exiting while writing its checkpoint" in r.stderr
     ckpts = model_dir / "checkpoints"
-    deadline = time.monotonic() + 600
-    while not (ckpts / "ckpt-1" / "meta.json").exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "no first checkpoint"
-        time.sleep(0.05)
-    while not any(p.name.startswith(".tmp-ckpt-2") for p in ckpts.iterdir()):
-        assert proc.poll() is None and time.monotonic() < deadline, "second save not seen"
-        time.sleep(0.002)
-    proc.kill()
-    proc.wait()
     assert sorted(p.name for p in ckpts.iterdir() if not p.name.startswith(".")) == ["ckpt-1"]
+    assert any(p.name.startswith(".tmp-ckpt-2") for p in ckpts.iterdir()), list(ckpts.iterdir())
 
     r = run([TFDIST, *TRAIN[:2], *args, f"--model_dir={model_dir}"], timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

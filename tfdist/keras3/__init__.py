@@ -19,4 +19,6 @@ def keras3_loaded():
 def is_keras3(obj) -> bool:
     """True when `obj` (a model, layer, optimizer or callback, or its class) is a Keras 3 one."""
     cls = obj if isinstance(obj, type) else type(obj)
-    return any(c.__module__.split(".")[0] == "keras" for c in cls.__mro__) and keras3_loaded() is not None
+    if keras3_loaded() is None:
+        return False
+    return any(c.__module__.split(".")[0] == "keras" for c in cls.__mro__)

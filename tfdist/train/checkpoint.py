@@ -9,7 +9,9 @@ where the save is collective the other workers write into a temporary directory 
 
 Test-only: with TFDIST_TEST_EXIT_AFTER_STEP=N in the environment, every task exits (status 3)
 right after the step checkpoint of global step N, as if killed there: the tests of mid-epoch
-resume need a stop at a known step. It is not a user setting.
+resume need a stop at a known step. With TFDIST_TEST_EXIT_WHILE_SAVING=N the chief exits so in
+the middle of writing the checkpoint of global step N (its state written, not yet in place), as
+a crash mid-write would, on any machine however fast it writes. Neither is a user setting.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ log = logging.getLogger("tfdist")
 
 CHECKPOINTS = "checkpoints"
 EXIT_AFTER_STEP = "TFDIST_TEST_EXIT_AFTER_STEP"  # test-only, see the module docstring
+EXIT_WHILE_SAVING = "TFDIST_TEST_EXIT_WHILE_SAVING"  # test-only, see the module docstring
 _NAME = re.compile(r"^ckpt-(\d+)$")
 # What must match for a resume to continue the same training (where both runs say).
 IDENTITY = ("model", "strategy", "world_size", "global_batch_size")
@@ -202,6 +205,8 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
         final = os.path.join(self.root, f"ckpt-{global_step}")
         with replacing(final, folder=True, tag=f"ckpt-{global_step}") as tmp:
             self._ckpt.write(os.path.join(tmp, "state"))
+            if os.environ.get(EXIT_WHILE_SAVING) == str(global_step):
+                _exit_as_if_killed(global_step, EXIT_WHILE_SAVING, "while writing its checkpoint")
             meta = dict(self.identity, epoch=epoch, step=step, global_step=global_step)
             with open(os.path.join(tmp, "meta.json"), "w") as f:
                 json.dump(meta, f, indent=2, sort_keys=True)
@@ -241,13 +246,13 @@ class StepCheckpoint(TrainingCheckpoint):
                 _exit_as_if_killed(global_step)
 
 
-def _exit_as_if_killed(global_step: int) -> None:
-    """The test hook: end this task now, without Keras's or Python's teardown."""
+def _exit_as_if_killed(global_step: int,
+                       hook: str = EXIT_AFTER_STEP,
+                       when: str = "after this step's checkpoint") -> None:
+    """The test hooks: end this task now, without Keras's or Python's teardown."""
     import sys
 
-    print(f"tfdist: {EXIT_AFTER_STEP}={global_step}: exiting after this step's checkpoint",
-          file=sys.stderr,
-          flush=True)
+    print(f"tfdist: {hook}={global_step}: exiting {when}", file=sys.stderr, flush=True)
     sys.stdout.flush()
     os._exit(3)
 

@@ -6,12 +6,20 @@ whether any of them was signalled, so all stop after the same step and the colle
 lines up. When model.fit has stopped, rank 0 requeues the Slurm job (when asked), every task waits
 for it, and model.fit raises Preempted: the process ends with status 75 unless the script catches
 it, in a user's script as in `tfdist train`.
+
+Test-only: with TFDIST_TEST_PAUSE_AFTER_STEP=N (or N:FILE) in the environment, every task that
+runs these callbacks waits at its first preemption check at or after global step N (a step's end,
+or an epoch's end where batch callbacks are refused) until it is signalled (or FILE exists), so a
+test can send its signal, or do what it must, while training is certainly still going on, on any
+machine, however fast. It is not a user setting.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import sys
 import time
 from typing import Optional
 
@@ -26,6 +34,7 @@ log = logging.getLogger("tfdist")
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL, "try again": the run is resumable from its checkpoint
+PAUSE_AFTER_STEP = "TFDIST_TEST_PAUSE_AFTER_STEP"  # test-only, see the module docstring
 
 _caught: dict[str, Optional[int]] = {"signal": None}
 
@@ -63,6 +72,28 @@ def signalled() -> bool:
     return _caught["signal"] is not None
 
 
+class _TestPause:
+    """The test hook of the module docstring: pause once, at or after a global step."""
+
+    def __init__(self):
+        value = os.environ.get(PAUSE_AFTER_STEP, "")
+        step, _, self.release = value.partition(":")
+        self.step = int(step) if step else None
+
+    def __call__(self, model) -> None:
+        if self.step is None or int(model.optimizer.iterations.numpy()) < self.step:
+            return
+        until = f"{self.release} exists" if self.release else "a signal"
+        print(
+            f"tfdist: {PAUSE_AFTER_STEP}={self.step}: paused at global step "
+            f"{int(model.optimizer.iterations.numpy())} until {until}",
+            file=sys.stderr,
+            flush=True)
+        self.step = None  # once
+        while not (signalled() or (self.release and os.path.exists(self.release))):
+            time.sleep(0.01)
+
+
 class PreemptionHandler(tf.keras.callbacks.Callback):
     """At the end of an epoch, stop every task if any was signalled; when fit ends so, requeue
     (rank 0, with `requeue`) and raise Preempted. Put it last: the others' on_train_end run
@@ -78,6 +109,7 @@ class PreemptionHandler(tf.keras.callbacks.Callback):
         self.preempted_at: Optional[tuple[int, int]] = None
         self.saved: Optional[str] = None
         self._epoch = 0
+        self._test_pause = _TestPause()
 
     def on_train_begin(self, logs=None):
         catch_signals()  # again: the engine may have taken SIGTERM since
@@ -87,6 +119,7 @@ class PreemptionHandler(tf.keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         # The checkpoint callback (before this one) has just saved the finished epoch.
+        self._test_pause(self.model)
         if self.preempted_at is None and self.engine.any_task(signalled()):
             self.preempted_at = (epoch + 1, 0)
             if self.checkpoint is not None:
@@ -149,6 +182,7 @@ class StepPreemptionHandler(PreemptionHandler):
 
     def on_train_batch_end(self, batch, logs=None):
         self._steps += 1
+        self._test_pause(self.model)
         if self._steps - self._last_check[0] < self.interval:
             return
         if self._agree(signalled()):
