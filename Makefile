@@ -11,20 +11,22 @@ NEWEST_STAMP := $(NEWEST)/.tfdist-installed
 NEWEST_HOROVOD_STAMP := $(NEWEST)/.horovod-installed
 HOROVOD_STAMP := $(VENV)/.horovod-installed
 BENCH_STAMP := $(VENV)/.bench-installed
-SRC    := tfdist pipelines tests bench jobs
+DOCS_STAMP := $(VENV)/.docs-installed
+SRC    := tfdist pipelines tests bench jobs tools/docs
 
 .PHONY: help install test test-fast test-newest test-range lint format clean
 .PHONY: slurm-up slurm-down
 .PHONY: horovod demo
-.PHONY: bench
+.PHONY: bench docs
 
 help:
 	@echo "make install    create .venv and install tfdist with its test extras"
 	@echo "make demo       train digits with 2 local workers (multi_worker), print accuracy and speed"
-	@echo "make test       lint + the whole test suite (what CI runs)"
+	@echo "make test       lint + the docs + the whole test suite (what CI runs)"
 	@echo "make test-fast  lint + tests not marked slow"
 	@echo "make test-newest  the whole suite on the newest TensorFlow (.venv-newest), Horovod too"
 	@echo "make test-range   TensorFlow 2.16, 2.17, 2.19, 2.20: kept by pip, 2 workers and 2 Horovod ranks train"
+	@echo "make docs       build the docs site into site/ (warnings are errors); open site/index.html"
 	@echo "make format     reformat the sources in place (yapf)"
 	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
 	@echo "make bench      benchmarks: tfdist vs hand-written TF/Horovod vs the machine (bench/results/)"
@@ -81,7 +83,7 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/yapf --in-place --recursive --parallel $(SRC)
 
-test: lint $(HOROVOD_STAMP)
+test: lint docs $(HOROVOD_STAMP)
 	$(BIN)/python -m pytest
 
 test-fast: lint
@@ -102,13 +104,22 @@ test-range:
 	PYTHON=$(PYTHON) bash tools/check_tf_range.sh
 
 # Benchmarks (bench/, not tests): JSON + PNG per benchmark in bench/results/, a summary table at
-# the end. Needs Horovod and the `bench` extra (matplotlib); about 20 minutes on 2 cores.
+# the end. Needs Horovod and the `bench` extra (matplotlib); about 10-17 minutes on 2 cores.
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	touch $@
 
 bench: $(HOROVOD_STAMP) $(BENCH_STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run_all.py
+
+# The docs site (mkdocs.yml, docs/): reference pages generated from the code; --strict makes a
+# broken link, reference or anchor an error. tests/test_docs.py checks what the site contains.
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[docs]'
+	touch $@
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
 
 # The two-node Slurm test cluster in network namespaces (tools/slurm/cluster.sh; root needed).
 slurm-up:
@@ -118,4 +129,4 @@ slurm-down:
 	tools/slurm/cluster.sh down
 
 clean:
-	rm -rf $(VENV) $(NEWEST) .venv-range build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(NEWEST) .venv-range build site *.egg-info .pytest_cache

@@ -5,7 +5,7 @@
 Runs, in this order: allreduce.py (2), training.py (1, 3, 4), input_pipeline.py (5); each writes
 bench/results/<name>.json. input_pipeline.json (written by that script) gets the machine record
 added here. Then report.py draws bench/results/<name>.png and prints the summary table.
-Sized for a 2-core machine: about 20 minutes.
+Sized for a 2-core machine: about 10-17 minutes.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ tfdist_job() {
     local strategy=$1
     shift
     [[ -n ${SLURM_JOB_ID:-} ]] ||
-        tfdist_die "not inside a Slurm job: submit this script with sbatch (see jobs/README.md)."
+        tfdist_die "not inside a Slurm job: submit this script with sbatch (see docs/slurm.md)."
 
     # Arguments: [MODEL_DIR] [tfdist train flags...] [-- COMMAND [ARGS...]]
     local -a train_args=() command=()

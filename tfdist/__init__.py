@@ -1,7 +1,7 @@
 """tfdist: distributed TensorFlow/Keras training on Slurm clusters.
 
 Import tfdist before TensorFlow: it selects tf-keras (Keras 2), the only Keras on which every
-strategy of tfdist runs under `model.fit` and Horovod works (shared/design/FACTS.md), binds
+strategy of tfdist runs under `model.fit` and Horovod works (docs/compatibility.md), binds
 Horovod's Keras API to it whether Horovod is imported before or after, and quiets TensorFlow's
 start-up logging (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
 """

@@ -24,7 +24,9 @@ import sys
 from collections.abc import Mapping
 from typing import Optional
 
-VERBOSE_ENV = "TFDIST_VERBOSE"
+from tfdist import env_vars
+
+VERBOSE_ENV = env_vars.VERBOSE.name
 TF_CPP_QUIET = "2"  # TF_CPP_MIN_LOG_LEVEL: C++ errors only
 LOGGER = "tfdist"
 

@@ -57,22 +57,28 @@ class Runtime:
 
     @property
     def strategy(self):
+        """The tf.distribute strategy (Horovod: TensorFlow's default strategy)."""
         return self.engine.strategy
 
     @property
     def strategy_name(self) -> str:
+        """The engine's name: mirrored, multi_worker, parameter_server, horovod, ..."""
         return self.engine.name
 
     @property
     def num_replicas(self) -> int:
+        """Replicas in sync: each takes one per-replica batch a step (all GPUs of all workers)."""
         return self.engine.num_replicas_in_sync
 
     @property
     def is_chief(self) -> bool:
+        """The task that writes checkpoints, logs and metrics.json (worker 0, the chief, rank 0)."""
         return self.engine.is_chief
 
     @property
     def trains(self) -> bool:
+        """Whether this task runs model.fit (not a parameter server, worker of parameter_server
+        or the evaluator)."""
         return self.roles.trains
 
     @property
@@ -83,17 +89,21 @@ class Runtime:
 
     @property
     def rank(self) -> int:
+        """This task's rank, 0 to world_size - 1."""
         return self.engine.rank
 
     @property
     def world_size(self) -> int:
+        """Tasks (processes) in the job, every role included."""
         return self.engine.world_size
 
     def scope(self) -> contextlib.AbstractContextManager:
+        """The strategy's scope: build and compile the model inside it."""
         guard_keras3_fit(self.engine.name)  # Keras 3 imported since init
         return self.engine.scope()
 
     def global_batch_size(self, per_replica: int) -> int:
+        """The batch one step trains on: `per_replica` times the replicas in sync."""
         return per_replica * max(1, self.num_replicas)
 
     def scale_lr(self, lr: float, rule: Optional[str] = None) -> float:
@@ -119,13 +129,16 @@ class Runtime:
         return self.engine.distribute_dataset(skipped)
 
     def optimizer(self, optimizer):
+        """`optimizer` wrapped where the engine needs it (Horovod: DistributedOptimizer), else
+        itself."""
         return self.engine.wrap_optimizer(optimizer)
 
     def resume(self, model_dir: Optional[str], batch_size: Optional[int] = None, **identity: Any):
         """Where training in model_dir continues: a tfdist.train.checkpoint.Resume with `epoch`,
-        `step`, `steps_done` (zeros for a new run). A checkpoint of another strategy, world size,
-        global batch (with the per-replica `batch_size`) or `identity` (e.g. model="cnn") is
-        refused (ResumeRefused), as rt.callbacks would."""
+        `step`, `steps_done` (zeros for a new run). A checkpoint of another strategy, global
+        batch (checked when the per-replica `batch_size` is given) or `identity` (e.g.
+        model="cnn") is refused (ResumeRefused), as rt.callbacks would; another world size with
+        the same global batch is allowed, and the log says so."""
         from tfdist.train.callbacks import resume_identity
         from tfdist.train.checkpoint import resume_point
 
@@ -141,9 +154,11 @@ class Runtime:
         return training_callbacks(self.engine, model_dir, **options)
 
     def barrier(self) -> None:
+        """Wait until every training task gets here."""
         self.engine.barrier()
 
     def shutdown(self) -> None:
+        """Release the engine's resources (Horovod: shut Horovod down); safe to call twice."""
         self.engine.shutdown()
 
 

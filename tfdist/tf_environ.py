@@ -13,7 +13,7 @@ from typing import Optional
 from tfdist.logs import tf_cpp_level
 
 # tf.keras is tf-keras (Keras 2), the only Keras under which every strategy runs `model.fit` and
-# Horovod's Keras API works (shared/design/FACTS.md). TensorFlow reads it when tf.keras is first
+# Horovod's Keras API works (docs/compatibility.md). TensorFlow reads it when tf.keras is first
 # touched, so it is set unconditionally: a user's own 0 would break MultiWorkerMirrored `fit`.
 FORCED = {"TF_USE_LEGACY_KERAS": "1"}
 

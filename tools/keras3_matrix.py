@@ -6,7 +6,7 @@ Each case runs in fresh processes (2 workers on loopback for multi_worker, chief
 parameter_server, 2 logical CPUs for mirrored) with TF_USE_LEGACY_KERAS unset, so `tf.keras` and
 `import keras` are Keras 3, and trains a small dense model on random data for 2 epochs x 5 steps:
 on a plain `tf.data.Dataset`, and on `strategy.distribute_datasets_from_function` (what
-`rt.dataset` gives). The README's Keras 3 table is this script's output.
+`rt.dataset` gives). The Keras 3 table of docs/own-script.md is this script's output.
 """
 
 import json

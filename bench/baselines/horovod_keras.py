@@ -14,7 +14,7 @@ import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
 # horovod.tensorflow.keras imports `keras`, which is Keras 3 beside TF 2.18; its callbacks then
-# fail (shared/design/FACTS.md, horovod#4290). The known workaround: let `keras` be tf_keras.
+# fail (horovod#4290). The known workaround: let `keras` be tf_keras.
 sys.modules["keras"] = tf_keras
 import horovod.tensorflow.keras as hvd  # noqa: E402
 

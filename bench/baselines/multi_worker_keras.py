@@ -9,7 +9,7 @@ import json
 import os
 
 # TF 2.18's default tf.keras is Keras 3, whose model.fit fails under MultiWorkerMirroredStrategy
-# (shared/design/FACTS.md): a hand-written script on this stack must pick tf_keras too.
+# (keras-team/keras#20585): a hand-written script on this stack must pick tf_keras too.
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 rank = int(os.environ["RANK"])

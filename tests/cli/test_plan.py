@@ -1,5 +1,5 @@
 """`tfdist plan`: its numbers from the built model, and its activation estimate against what
-TensorFlow measures on this machine's CPU (the factor stated in the README)."""
+TensorFlow measures on this machine's CPU (the factor stated in docs/planning.md)."""
 
 import json
 import math
@@ -45,7 +45,7 @@ def test_resnet50_on_an_80GB_gpu():
     assert [r["lr_sqrt"] for r in p["replicas"]] == pytest.approx([0.1, 0.2, 0.4])
 
 
-# The configurations closest to the stated bounds (of 32 measured: README), and resnet50.
+# The configurations closest to the stated bounds (of 32 measured: docs/planning.md), and resnet50.
 @pytest.mark.parametrize("model,batch,optimizer", [("mlp", 32, "sgd"), ("cnn", 32, "adam"),
                                                    ("resnet_small", 256, "sgd"),
                                                    ("resnet50", 32, "sgd")])

@@ -1,4 +1,4 @@
-"""Slurm environments as srun sets them (shared/design/FACTS.md), faked for the parser."""
+"""Slurm environments as srun set them on the test cluster (Slurm 22.05), faked for the parser."""
 
 import pytest
 
@@ -67,7 +67,7 @@ def test_uneven_block_keeps_zero_padding():
 
 
 def test_one_node_reports_cyclic_harmlessly():
-    # FACTS.md: `srun -N1 -n1` reported SLURM_DISTRIBUTION=cyclic.
+    # Seen on Slurm 22.05: `srun -N1 -n1` reported SLURM_DISTRIBUTION=cyclic.
     c = detect(step(0, "node1", nodelist="node1", ntasks=1, tpn="1", SLURM_DISTRIBUTION="cyclic"))
     assert (c.rank, c.world_size) == (0, 1)
 
@@ -111,7 +111,7 @@ def test_batch_script_of_single_task_job_is_rank_zero():
 
 
 def test_outside_srun_in_multi_task_allocation():
-    # FACTS.md: the batch script sees SLURM_PROCID=0 of SLURM_NTASKS=4 and no SLURM_STEP_*.
+    # Seen on Slurm 22.05: the batch script sees SLURM_PROCID=0 of SLURM_NTASKS=4, no SLURM_STEP_*.
     env = {
         "SLURM_JOB_ID": "7",
         "SLURM_JOB_NODELIST": "node[1-2]",

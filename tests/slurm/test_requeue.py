@@ -1,5 +1,5 @@
 """Requeue on the test cluster comes back fast: the cluster sets AuthInfo cred_expire (default
-10 s) instead of Slurm's 120 s, which held a requeued job ~170 s (FACTS.md). Later tests of
+10 s) instead of Slurm's 120 s, which held a requeued job ~170 s (measured). Later tests of
 checkpoint-and-requeue depend on this."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ scaled learning rate for N replicas under the linear and square-root rules.
   tfdist plan --model=cnn --measure     # also run two steps here and read TensorFlow's peak
 
 The activation estimate is every layer's output for one sample, times the batch; TensorFlow's
-measured peak on CPU was within the factor stated in the README (--measure checks it here).
+measured peak on CPU was within the factor in docs/planning.md (--measure checks it here).
 """
 
 from __future__ import annotations

@@ -74,8 +74,8 @@ flags.DEFINE_integer("checkpoint_steps",
 flags.DEFINE_bool(
     "requeue", D.requeue, "On SIGTERM/SIGUSR1 under Slurm: checkpoint, then "
     "`scontrol requeue` the job (rank 0, once) so it resumes when it runs again. "
-    "Default: $TFDIST_REQUEUE=1 (set by the jobs/ scripts). Without it a preempted run exits "
-    "with status 75 and resumes when re-run.")
+    "Default: off, unless $TFDIST_REQUEUE=1 (the jobs/ scripts export it). Without it a "
+    "preempted run exits with status 75 and resumes when re-run.")
 flags.DEFINE_bool(
     "restart", D.restart, "Train anew in --model_dir: remove the previous run's checkpoints, "
     "logs, metrics.json and model first. Without it a run that stopped resumes, and one that "

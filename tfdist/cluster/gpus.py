@@ -24,6 +24,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from tfdist import env_vars
 from tfdist.cluster.base import Cluster
 from tfdist.cluster.errors import ClusterError
 from tfdist.cluster.roles import Roles
@@ -32,7 +33,7 @@ from tfdist.cluster.tf_config import ordered_tasks
 VISIBLE = "CUDA_VISIBLE_DEVICES"
 # Set (as "RANK:VALUE") beside a CUDA_VISIBLE_DEVICES that tfdist narrowed for task RANK itself
 # (`tfdist env --format=shell`), so that a later tfdist.init() sees the task's own GPUs.
-PINNED = "TFDIST_GPUS"
+PINNED = env_vars.GPUS.name
 NEEDS = ("one", "share", "all", "none")
 TASK_GPUS = ("auto", ) + NEEDS  # --task_gpus
 _PER_TASK = "SLURM_GPUS_PER_TASK"

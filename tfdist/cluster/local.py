@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Optional
 
+from tfdist import env_vars
 from tfdist.cluster.base import Cluster, ClusterEnv, env_int
 from tfdist.cluster.errors import ClusterError
 
-RANK = "TFDIST_LAUNCH_RANK"
-WORLD_SIZE = "TFDIST_LAUNCH_WORLD_SIZE"
-PORT = "TFDIST_LAUNCH_PORT"
-STRATEGY = "TFDIST_LAUNCH_STRATEGY"
+RANK = env_vars.LAUNCH_RANK.name
+WORLD_SIZE = env_vars.LAUNCH_WORLD_SIZE.name
+PORT = env_vars.LAUNCH_PORT.name
+STRATEGY = env_vars.LAUNCH_STRATEGY.name
 HOST = "localhost"
 
 

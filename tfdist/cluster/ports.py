@@ -14,9 +14,10 @@ import socket
 from collections.abc import Mapping
 from typing import Optional
 
+from tfdist import env_vars
 from tfdist.cluster.errors import ClusterError
 
-PORT_ENV = "TFDIST_PORT"
+PORT_ENV = env_vars.PORT.name
 DEFAULT_BASE = 20000
 _SLOT = 16  # ports reserved per job: room for 16 tasks per node
 _SLOTS = 750  # 20000 + 750 * 16 = 32000

@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Optional
 
+from tfdist import env_vars
 from tfdist.cluster.base import Cluster, ClusterEnv, env_int, first_of
 from tfdist.cluster.errors import ClusterError
 from tfdist.cluster.hostlist import expand_hosts, expand_tasks_per_node
@@ -24,7 +25,7 @@ _DISTRIBUTION = "SLURM_DISTRIBUTION"
 _NODENAME = "SLURMD_NODENAME"
 
 # Set by jobs/common.sh (REQUEUE=1, the default): on preemption, requeue the job.
-REQUEUE_ENV = "TFDIST_REQUEUE"
+REQUEUE_ENV = env_vars.REQUEUE.name
 
 log = logging.getLogger("tfdist")
 

@@ -161,6 +161,8 @@ def build_dataset(source: RecordSource,
 
 
 def dataset_options(deterministic: bool = True) -> tf.data.Options:
+    """The tf.data options of every tfdist pipeline: TensorFlow's own sharding off (tfdist
+    shards), and a deterministic order unless `deterministic=False`."""
     options = tf.data.Options()
     # tfdist shards itself; TensorFlow's AUTO policy would shard again and warn.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF

@@ -20,6 +20,8 @@ VERSION = 1
 
 
 def read_manifest(folder: str) -> dict:
+    """The manifest.json that `tfdist convert` (write_shards) wrote into `folder`: splits with
+    their records, shards with records, bytes and SHA-256, and the feature spec."""
     path = os.path.join(folder, MANIFEST)
     if not os.path.exists(path):
         raise DataError(f"{path} does not exist: {folder} holds no data packed by tfdist. Pack it "

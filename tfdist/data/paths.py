@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
+from tfdist import env_vars
+
 
 def cache_dir(data_dir: str | None = None) -> str:
     """data_dir if given, else $TFDIST_CACHE, else ~/.cache/tfdist."""
     return os.path.abspath(
-        os.path.expanduser(data_dir or os.environ.get("TFDIST_CACHE")
+        os.path.expanduser(data_dir or os.environ.get(env_vars.CACHE.name)
                            or os.path.join("~", ".cache", "tfdist")))

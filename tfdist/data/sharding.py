@@ -28,6 +28,9 @@ _logged: set[str] = set()
 
 @dataclasses.dataclass(frozen=True)
 class ShardPlan:
+    """Which records one input pipeline reads (by file or by record) and what is cut; its
+    `describe()` is the line tfdist logs."""
+
     by: str  # "file" or "record"
     num_pipelines: int
     pipeline_id: int
@@ -76,6 +79,8 @@ def plan_shards(files,
                 *,
                 drop_remainder: bool = True,
                 shard_by: str = "auto") -> ShardPlan:
+    """The ShardPlan of pipeline `pipeline_id` of `num_pipelines` over `files` with their record
+    `counts` (shard_by: auto, file or record; see the module docstring)."""
     files, counts = tuple(files), tuple(int(c) for c in counts)
     if shard_by not in SHARD_BY:
         raise DataError(f"shard_by={shard_by!r}; expected one of {SHARD_BY}.")

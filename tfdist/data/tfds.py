@@ -15,6 +15,9 @@ from tfdist.data.errors import DataError
 
 
 class TFDSSource:
+    """A split of a TFDS data set prepared beforehand in `data_dir` (`tfds build NAME
+    --data_dir=DIR` on a machine with internet): nothing is downloaded on a compute node."""
+
     shuffles_files = False  # TFDS takes only a Python seed; the epoch's buffer shuffle remains
 
     def __init__(self,

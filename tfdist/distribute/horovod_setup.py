@@ -26,6 +26,7 @@ import urllib.request
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Optional
 
+from tfdist import env_vars
 from tfdist.cluster.base import Cluster
 from tfdist.cluster.local import LocalLaunchEnv
 from tfdist.cluster.roles import Roles, horovod_environ
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 HOROVOD_VERSION = "0.28.1"
 TIMEOUT_VAR = "HOROVOD_GLOO_TIMEOUT_SECONDS"
 DEFAULT_TIMEOUT = 30.0  # Horovod's own default for HOROVOD_GLOO_TIMEOUT_SECONDS
-OWNED_VAR = "TFDIST_HOROVOD"  # set beside the HOROVOD_* variables that tfdist wrote itself
+OWNED_VAR = env_vars.HOROVOD.name  # set beside the HOROVOD_* variables that tfdist wrote itself
 CHECK_IN_SCOPE = "tfdist"  # an ad-hoc scope of the rendezvous store where the tasks check in
 INSTALL_HINT = ("Install it with `make horovod` in a tfdist checkout (builds Horovod "
                 f"{HOROVOD_VERSION} with gloo against this TensorFlow once and caches the wheel), "

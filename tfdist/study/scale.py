@@ -18,6 +18,7 @@ import sys
 import time
 from typing import Any, Callable, Optional
 
+from tfdist import env_vars
 from tfdist.cluster.errors import ClusterError
 from tfdist.errors import ConfigError
 from tfdist.runtime import scale_lr
@@ -139,13 +140,13 @@ def plan_runs(cfg: ScaleConfig,
         env = {
             "PYTHONUNBUFFERED": "1",
             "MODEL_DIR": run_dir,
-            "TFDIST_SCALE_SIZE": str(size),
-            "TFDIST_SCALE_RUN_DIR": run_dir,
-            "TFDIST_SCALE_BATCH_SIZE": str(batch),
-            "TFDIST_SCALE_LR": repr(lr),
-            "TFDIST_SCALE_LR_SCALING": rule,
-            "TFDIST_SCALE_STEPS": str(cfg.steps),
-            "TFDIST_SCALE_EPOCHS": str(1 + cfg.timed_epochs),
+            env_vars.SCALE_SIZE.name: str(size),
+            env_vars.SCALE_RUN_DIR.name: run_dir,
+            env_vars.SCALE_BATCH_SIZE.name: str(batch),
+            env_vars.SCALE_LR.name: repr(lr),
+            env_vars.SCALE_LR_SCALING.name: rule,
+            env_vars.SCALE_STEPS.name: str(cfg.steps),
+            env_vars.SCALE_EPOCHS.name: str(1 + cfg.timed_epochs),
         }
         if isinstance(step, str):
             runs.append(

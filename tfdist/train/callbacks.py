@@ -82,8 +82,9 @@ def training_callbacks(engine,
     """The callbacks of this task's model.fit (every training task needs the same list).
 
     model_dir: checkpoints (every epoch, and every `checkpoint_steps` steps), resume, preemption
-    (SIGTERM/SIGUSR1: agreed stop, checkpoint, requeue when `requeue` -- default: $TFDIST_REQUEUE,
-    which jobs/ sets --, exit 75), TensorBoard logs and metrics.json, all written by the chief.
+    (SIGTERM/SIGUSR1: agreed stop, checkpoint, exit 75; `scontrol requeue` when `requeue` is
+    True, or when it is None and $TFDIST_REQUEUE=1, which the jobs/ scripts export: off
+    otherwise), TensorBoard logs and metrics.json, all written by the chief.
     batch_size: per replica; only for the checkpoint's identity and metrics.json (the meter counts
     the samples). identity: more that must match to resume (e.g. model="cnn"). facts: more for
     metrics.json. progress: log one line per epoch (the chief).

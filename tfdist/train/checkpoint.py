@@ -27,14 +27,15 @@ from typing import Any, Optional
 
 import tensorflow as tf
 
+from tfdist import env_vars
 from tfdist.errors import ConfigError
 from tfdist.files import TMP_PREFIX, replacing
 
 log = logging.getLogger("tfdist")
 
 CHECKPOINTS = "checkpoints"
-EXIT_AFTER_STEP = "TFDIST_TEST_EXIT_AFTER_STEP"  # test-only, see the module docstring
-EXIT_WHILE_SAVING = "TFDIST_TEST_EXIT_WHILE_SAVING"  # test-only, see the module docstring
+EXIT_AFTER_STEP = env_vars.TEST_EXIT_AFTER_STEP.name  # test-only, see the module docstring
+EXIT_WHILE_SAVING = env_vars.TEST_EXIT_WHILE_SAVING.name  # test-only, see the module docstring
 _NAME = re.compile(r"^ckpt-(\d+)$")
 # What must match for a resume to continue the same training (where both runs say).
 IDENTITY = ("model", "strategy", "world_size", "global_batch_size")

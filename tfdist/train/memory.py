@@ -21,7 +21,7 @@ from tfdist.errors import ConfigError
 # TensorFlow's measured peak over this estimate for the bundled models on CPU (get_memory_info with
 # the BFC allocator, oneDNN on; 2026-11-23): 0.61-1.44 over cnn, mlp, resnet_small, resnet50 x
 # batch 32, 256 x SGD, Adam x float32, mixed_bfloat16 (32 configurations; one configuration varies
-# by about +-10 % from run to run). The bound we state (README, `tfdist plan`) and test.
+# by about +-10 % from run to run). The bound we state (docs/planning.md, `tfdist plan`) and test.
 CPU_PEAK_FACTOR = (0.5, 1.7)
 
 # Each replica holds everything: the all-reduce strategies.

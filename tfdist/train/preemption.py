@@ -8,7 +8,8 @@ for it, and model.fit raises Preempted: the process ends with status 75 unless t
 it, in a user's script as in `tfdist train`.
 
 Test-only: with TFDIST_TEST_PAUSE_AFTER_STEP=N (or N:FILE) in the environment, every task that
-runs these callbacks waits at its first preemption check at or after global step N (a step's end,
+runs these callbacks and starts training before global step N waits at its first preemption
+check at or after step N (a step's end,
 or an epoch's end where batch callbacks are refused) until it is signalled (or FILE exists), so a
 test can send its signal, or do what it must, while training is certainly still going on, on any
 machine, however fast. It is not a user setting.
@@ -25,6 +26,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfdist import env_vars
 from tfdist.cluster.slurm import RequeueFailed
 from tfdist.cluster.slurm import requeue as requeue_job
 from tfdist.errors import ConfigError
@@ -34,7 +36,7 @@ log = logging.getLogger("tfdist")
 
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL, "try again": the run is resumable from its checkpoint
-PAUSE_AFTER_STEP = "TFDIST_TEST_PAUSE_AFTER_STEP"  # test-only, see the module docstring
+PAUSE_AFTER_STEP = env_vars.TEST_PAUSE_AFTER_STEP.name  # test-only, see the module docstring
 
 _caught: dict[str, Optional[int]] = {"signal": None}
 
@@ -80,6 +82,11 @@ class _TestPause:
         step, _, self.release = value.partition(":")
         self.step = int(step) if step else None
 
+    def begin(self, model) -> None:
+        """A run that resumes at or past the step (a requeued one) does not wait again."""
+        if self.step is not None and int(model.optimizer.iterations.numpy()) >= self.step:
+            self.step = None
+
     def __call__(self, model) -> None:
         if self.step is None or int(model.optimizer.iterations.numpy()) < self.step:
             return
@@ -113,6 +120,7 @@ class PreemptionHandler(tf.keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         catch_signals()  # again: the engine may have taken SIGTERM since
+        self._test_pause.begin(self.model)
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch

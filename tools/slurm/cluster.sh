@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tfdist's two-node Slurm test cluster on one machine (shared/design/FACTS.md, "Slurm").
+# tfdist's two-node Slurm test cluster on one machine (tools/slurm/README.md).
 #
 #   tools/slurm/cluster.sh up       install slurm-wlm + munge if missing, start everything (idempotent)
 #   tools/slurm/cluster.sh down     stop and remove everything this script made (safe after a failed up)
@@ -36,7 +36,7 @@ HOSTS_MARK="# tfdist-slurm"
 CTLD_PORT=16817
 SLURMD_PORT=16818
 # Seconds a requeued job waits before it may start again: Slurm holds it for the step credential
-# lifetime (AuthInfo cred_expire, default 120 s, which gave the ~170 s of FACTS.md).
+# lifetime (AuthInfo cred_expire, default 120 s, which held a requeued job ~170 s here).
 CRED_EXPIRE=${TFDIST_SLURM_CRED_EXPIRE:-10}
 
 log() { echo "slurm-cluster: $*" >&2; }

@@ -1,0 +1,129 @@
+"""Every `TFDIST_*` environment variable, in one place: its name, who sets it and what it does.
+
+The code reads the names from here (e.g. `env_vars.PORT.name`), and the documentation's table of
+variables is generated from `VARIABLES`, so the two cannot drift apart. `tests/test_docs.py`
+fails when a `TFDIST_*` name appears in tfdist, pipelines, jobs, tools or bench but not here.
+Plain Python, no imports of tfdist: every layer, the cluster layer included, may use it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+# Who sets a variable: the user (a setting), tfdist itself (for its own processes: read them,
+# don't set them), or the project's own tools and tests (not settings of tfdist).
+USER = "user"
+TFDIST = "tfdist"
+TOOLS = "tools"
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvVar:
+    name: str
+    set_by: str  # USER, TFDIST or TOOLS
+    default: str  # in words, as a user reads it ("" when there is none)
+    meaning: str  # what it does, for the table of the docs (Markdown)
+
+
+VARIABLES: list[EnvVar] = []
+
+
+def _var(name: str, set_by: str, default: str, meaning: str) -> EnvVar:
+    var = EnvVar(name, set_by, default, meaning)
+    VARIABLES.append(var)
+    return var
+
+
+# Settings of tfdist and its batch scripts.
+VERBOSE = _var(
+    "TFDIST_VERBOSE", USER, "0", "`1`: show everything (TensorFlow's C++ and Python logging, "
+    "every task's lines), as `--verbosity=1` does for one command; also for your own script.")
+PORT = _var("TFDIST_PORT", USER, "derived from the Slurm job id (20000–31999)",
+            "Base port: each task listens on this + its local rank. `--port` wins over it.")
+REQUEUE = _var(
+    "TFDIST_REQUEUE", USER, "off (`0`); the `jobs/` scripts export `1`",
+    "`1`: when preempted (SIGTERM/SIGUSR1), rank 0 runs `scontrol requeue` after the "
+    "checkpoint. `tfdist train --requeue` and `rt.callbacks(requeue=True)` do the same.")
+CACHE = _var(
+    "TFDIST_CACHE", USER, "`~/.cache/tfdist`",
+    "Where bundled pipelines keep prepared data (e.g. digits' TFRecords) when no "
+    "`--data_dir` is given.")
+BIN = _var("TFDIST_BIN", USER, "`$PYTHON -u -m tfdist.cli.main`",
+           "`jobs/` scripts: the `tfdist` command to run instead of the one of `$PYTHON`.")
+JOBS_DIR = _var(
+    "TFDIST_JOBS_DIR", USER, "the folder of the batch script",
+    "`jobs/` scripts: where `common.sh` and `task.sh` are, for a copy of a script kept "
+    "elsewhere (Slurm runs a copy of the batch script).")
+PREEMPT_GRACE = _var(
+    "TFDIST_PREEMPT_GRACE", USER, "60 (seconds)",
+    "`jobs/task.sh`: how long a task other than rank 0 that exits 75 (preempted) waits for "
+    "rank 0 to finish its checkpoint and requeue before srun may end the step.")
+
+# Set by tfdist for the processes it starts or configures.
+LAUNCH_RANK = _var("TFDIST_LAUNCH_RANK", TFDIST, "", "`tfdist launch`: this process's rank.")
+LAUNCH_WORLD_SIZE = _var("TFDIST_LAUNCH_WORLD_SIZE", TFDIST, "",
+                         "`tfdist launch`: the number of processes.")
+LAUNCH_PORT = _var("TFDIST_LAUNCH_PORT", TFDIST, "",
+                   "`tfdist launch`: the base port it checked free.")
+LAUNCH_STRATEGY = _var("TFDIST_LAUNCH_STRATEGY", TFDIST, "",
+                       "`tfdist launch --strategy`: the strategy its processes build roles for.")
+GPUS = _var(
+    "TFDIST_GPUS", TFDIST, "", "`RANK:VALUE`, exported by `tfdist env --format=shell` beside the "
+    "`CUDA_VISIBLE_DEVICES` it narrowed for task RANK, so that a later `tfdist.init()` takes "
+    "that value as the task's own GPUs.")
+HOROVOD = _var(
+    "TFDIST_HOROVOD", TFDIST, "",
+    "`1` beside the `HOROVOD_*` variables tfdist wrote itself (they are rebuilt, not kept, in "
+    "a process that inherits them).")
+SCALE_SIZE = _var("TFDIST_SCALE_SIZE", TFDIST, "", "`tfdist scale`: the size (tasks) of this run.")
+SCALE_RUN_DIR = _var(
+    "TFDIST_SCALE_RUN_DIR", TFDIST, "",
+    "`tfdist scale`: the run directory of this size (also as `$MODEL_DIR`); your script writes "
+    "its `metrics.json` there.")
+SCALE_BATCH_SIZE = _var("TFDIST_SCALE_BATCH_SIZE", TFDIST, "",
+                        "`tfdist scale`: the per-replica batch of this size.")
+SCALE_LR = _var("TFDIST_SCALE_LR", TFDIST, "", "`tfdist scale`: the single-replica learning rate.")
+SCALE_LR_SCALING = _var("TFDIST_SCALE_LR_SCALING", TFDIST, "",
+                        "`tfdist scale`: the learning-rate scaling rule (linear, sqrt, none).")
+SCALE_STEPS = _var("TFDIST_SCALE_STEPS", TFDIST, "", "`tfdist scale`: steps per epoch.")
+SCALE_EPOCHS = _var("TFDIST_SCALE_EPOCHS", TFDIST, "",
+                    "`tfdist scale`: epochs (one warm-up epoch + the timed ones).")
+
+# The project's tools and tests (not settings of tfdist).
+TEST_EXIT_AFTER_STEP = _var(
+    "TFDIST_TEST_EXIT_AFTER_STEP", TOOLS, "",
+    "Tests only: every task exits (status 3) right after the checkpoint of global step N, so a "
+    "test stops a run at a known mid-epoch step. Not a user setting.")
+TEST_EXIT_WHILE_SAVING = _var(
+    "TFDIST_TEST_EXIT_WHILE_SAVING", TOOLS, "",
+    "Tests only: the chief exits in the middle of writing the checkpoint of global step N, as a "
+    "crash mid-write would. Not a user setting.")
+TEST_PAUSE_AFTER_STEP = _var(
+    "TFDIST_TEST_PAUSE_AFTER_STEP", TOOLS, "",
+    "Tests only: `N` or `N:FILE`: every task waits at its first preemption check at or after "
+    "global step N until it is signalled (or FILE exists), so a test signals a run that is "
+    "certainly still training. Not a user setting.")
+WHEEL_CACHE = _var("TFDIST_WHEEL_CACHE", TOOLS, "`~/.cache/tfdist/wheels`",
+                   "`tools/build_horovod_wheel.sh` (`make horovod`): where built wheels are kept.")
+HOROVOD_ANY_TF = _var(
+    "TFDIST_HOROVOD_ANY_TF", TOOLS, "0",
+    "`1`: `tools/build_horovod_wheel.sh` tries to build Horovod 0.28.1 against a TensorFlow "
+    "other than 2.18 (2.19 and newer are known to fail).")
+RANGE_DIR = _var("TFDIST_RANGE_DIR", TOOLS, "`.venv-range/`",
+                 "`make test-range`: where its venvs (one per TensorFlow) are kept.")
+REPO = _var("TFDIST_REPO", TOOLS, "the checkout that holds `jobs/`",
+            "`jobs/` scripts (internal): the checkout whose `.venv` they fall back to.")
+SLURM_DIR = _var("TFDIST_SLURM_DIR", TOOLS, "`/run/tfdist-slurm`",
+                 "The test Slurm cluster (`tools/slurm/cluster.sh`): its files.")
+SLURM_LOCK = _var("TFDIST_SLURM_LOCK", TOOLS, "`/run/lock/tfdist-slurm.lock`",
+                  "The test Slurm cluster: its lock file, shared by every test session.")
+SLURM_CRED_EXPIRE = _var(
+    "TFDIST_SLURM_CRED_EXPIRE", TOOLS, "10 (seconds)",
+    "The test Slurm cluster: `AuthInfo cred_expire`, how long a requeued job is held.")
+SLURM_KEEP = _var("TFDIST_SLURM_KEEP", TOOLS, "0",
+                  "`1`: the test sessions leave the test Slurm cluster up at their end.")
+SLURM_STARTED_BY = _var(
+    "TFDIST_SLURM_STARTED_BY", TOOLS, "",
+    "`tests`: the test fixture started the test Slurm cluster (and takes it down again).")
+
+__all__ = ["EnvVar", "VARIABLES", "USER", "TFDIST", "TOOLS"]
