@@ -1,6 +1,6 @@
 """What many tests share: the tfdist command of the venv under test, a clean environment for the
-processes they start, free ports, starting and waiting for commands, Horovod's skip mark and
-capturing tfdist's log lines."""
+processes they start, free ports, starting and waiting for commands, Horovod's skip mark,
+capturing tfdist's log lines, and the check that a job left no process or listening port."""
 
 from __future__ import annotations
 
@@ -39,6 +39,69 @@ def clean_environ(**extra) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not _CLUSTER_VARS.match(k)}
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+# Set per test by tests/conftest.py; every process the test starts inherits it (clean_environ keeps
+# it), so the job's processes are found by it wherever they were re-parented.
+JOB_TAG = "TESTS_JOB_TAG"  # no TFDIST_ prefix: clean_environ keeps it
+
+
+def job_processes() -> list[str]:
+    """The processes (as "pid command line") that carry this test's JOB_TAG in their environment:
+    everything the test started and their children, in any process group or session."""
+    tag = f"{JOB_TAG}={os.environ[JOB_TAG]}".encode()
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if tag not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{pid} {command}")
+        except OSError:  # gone meanwhile, or a zombie
+            continue
+    return found
+
+
+def listening(ports, netns: str | None = None) -> set[int]:
+    """Which of `ports` have a TCP listener (IPv4 or IPv6) in this network namespace, or in the
+    named one (`ip netns` name, e.g. a node of the Slurm test cluster)."""
+    where = "/proc/net"
+    if netns is not None:
+        pids = subprocess.run(["ip", "netns", "pids", netns], capture_output=True,
+                              text=True).stdout.split()
+        if not pids:
+            return set()
+        where = f"/proc/{pids[0]}/net"
+    found = set()
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = Path(where, table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A":  # TCP_LISTEN
+                found.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return found & set(ports)
+
+
+def assert_nothing_left(ports=(), netns=(), timeout: float = 180) -> None:
+    """Fail unless, within `timeout` s (an upper bound for a broken run, not a speed), no process
+    this test started is left (see job_processes) and none of `ports` (those the job was given:
+    task servers, the Horovod rendezvous) listens here or in the `netns` namespaces. Call it
+    after a job ended, however it ended."""
+    deadline = time.monotonic() + timeout
+    while True:
+        procs = job_processes()
+        ports_left = listening(ports).union(*(listening(ports, ns) for ns in netns))
+        if not procs and not ports_left:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"{timeout:g} s after the job ended, still there: processes {procs}, "
+                        f"listening ports {sorted(ports_left)}")
+        time.sleep(0.2)
 
 
 def free_port() -> int:

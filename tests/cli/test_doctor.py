@@ -80,6 +80,7 @@ def test_healthy_step_prints_one_line_per_check_and_exits_0(tmp_path):
     ]
     assert lines(r, "port") == [f"ok       port: {port} free on localhost (rank 0)"]
     assert lines(r, "hosts") == ["ok       hosts: 1 node name(s) resolve: localhost"]
+    assert not lines(r, "network")  # one node: nothing to say about the network
     assert lines(r, "gpus")[0].startswith("warn     gpus: no GPU visible")
     assert lines(r, "model_dir") == [
         f"ok       model_dir: {tmp_path}/run will be created in {tmp_path} (writable)"
@@ -120,6 +121,24 @@ def test_port_in_use():
     assert line.startswith(f"PROBLEM  port: Port {port} on host localhost (rank 0) is already "
                            "in use; the task cannot start its server there.")
     assert "(port)" in r.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("strategy, says", [
+    ("multi_worker", "every task runs TensorFlow's gRPC server (this one on port {port}, all "
+     "interfaces) for the whole job"),
+    ("horovod", "rank 0 serves Horovod's rendezvous on port {port} of node1 until every rank has "
+     "started, and gloo connects the ranks directly"),
+])
+def test_a_multi_node_job_is_told_what_it_opens_to_the_network(strategy, says):
+    port = free_port()
+    r = run_doctor(step(0, "node1", SLURM_LOCALID=0), f"--strategy={strategy}", f"--port={port}",
+                   "--skip=hosts,tensorflow,horovod")
+    assert lines(r, "network") == [
+        f"info     network: 2 nodes: {says.format(port=port)}, without authentication: anyone "
+        "who reaches these ports can read or change the training. Run on a private network or "
+        "behind the cluster's firewall; see docs/security.md in tfdist."
+    ], r.stdout + r.stderr
+    assert r.returncode == 0
 
 
 def test_unresolvable_host():
@@ -256,10 +275,10 @@ def test_json_format_and_skip(tmp_path):
 
 
 def test_unknown_skip_fails_at_parse_time():
-    r = run_doctor({}, "--skip=network")
+    r = run_doctor({}, "--skip=firewall")
     assert r.returncode != 0
-    assert "--skip takes names of checks: cluster, port, hosts, gpus, model_dir, tensorflow, " \
-        "horovod" in r.stderr
+    assert "--skip takes names of checks: cluster, port, hosts, network, gpus, model_dir, " \
+        "tensorflow, horovod" in r.stderr
 
 
 def test_tensorflow_timeout_is_a_problem(tmp_path):
@@ -490,8 +509,10 @@ def test_doctor_in_a_real_batch_job(slurm, jobdir):  # noqa: F811
                                   f"on {node} (node {rank + 1} of 2"), out
         assert mine[1].startswith("ok       port: ") and f"free on {node} (rank {rank})" in mine[1]
         assert mine[2] == "ok       hosts: 2 node name(s) resolve: tfdist-node1, tfdist-node2"
+        assert mine[3].startswith("info     network: 2 nodes: every task runs TensorFlow's gRPC "
+                                  "server"), out
         # The test cluster's nodes share this machine's /tmp; on a real cluster it is not shared.
-        assert mine[4].startswith(f"warn     model_dir: {jobdir}/run will be created in {jobdir} "
+        assert mine[5].startswith(f"warn     model_dir: {jobdir}/run will be created in {jobdir} "
                                   "(writable), but it is under /tmp, which is usually node-local")
         assert mine[-1].startswith("tfdist doctor: no problems")
     batch = job.read("batch.out")

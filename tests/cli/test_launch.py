@@ -7,7 +7,10 @@ import subprocess
 import sys
 import time
 
-from tests.helpers import TFDIST
+import pytest
+
+from tests.helpers import (TFDIST, assert_nothing_left, free_port_base, job_processes,
+                           requires_horovod, start, wait_for)
 
 
 def launch(*args, **kwargs):
@@ -63,7 +66,17 @@ def test_one_failure_stops_the_others_and_is_the_exit_status():
                'if [ "$TFDIST_LAUNCH_RANK" = 2 ]; then exit 7; fi; sleep 3600')
     assert r.returncode == 7
     assert "rank 2 exited with status 7; stopping the other 2 process(es)" in r.stderr
+    assert_nothing_left()
     assert time.monotonic() - start < 300  # also launch()'s timeout
+
+
+def test_what_a_rank_leaves_in_its_group_is_stopped_after_grace():
+    # The rank ends at once, leaving a child that ignores SIGTERM: SIGKILL after --grace.
+    r = launch("-n", "2", "--grace=1", "--", "bash", "-c",
+               "(trap '' TERM; exec sleep 600) & echo started")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("started") == 2
+    assert_nothing_left()
 
 
 CHILD = """
@@ -93,3 +106,46 @@ def test_ctrl_c_ends_every_process():
 def test_no_command_is_a_usage_error():
     r = launch("-n", "2")
     assert r.returncode == 2 and "no command given" in r.stderr
+
+
+def kill_launcher_and_wait(cmd, marker, ports, n=2):
+    """Start `tfdist launch -n n --port=ports[0] -- cmd`, SIGKILL it once `marker` was printed,
+    and return the seconds until none of its processes and ports were left."""
+    proc = start([TFDIST, "launch", "-n", str(n), f"--port={ports[0]}", "--", *cmd])
+    try:
+        wait_for(proc, marker)
+        ranks = job_processes()
+        assert len(ranks) > 1, ranks  # the launcher and what it started
+        proc.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        proc.wait(timeout=60)
+        assert_nothing_left(ports)
+        return time.monotonic() - killed
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+SLEEPERS = """
+import os, subprocess, sys, time
+subprocess.Popen(["sleep", "600"])  # a child of the rank: it must go too
+print("up", os.getpid(), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_launcher_takes_its_ranks_and_their_children():
+    seconds = kill_launcher_and_wait([sys.executable, "-c", SLEEPERS], "up", [free_port_base(2)])
+    print(f"launcher SIGKILL to nothing left: {seconds:.1f} s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "strategy", ["multi_worker", pytest.param("horovod", marks=requires_horovod)])
+def test_a_launcher_killed_mid_training_leaves_no_rank_and_no_port(strategy, tmp_path):
+    base = free_port_base(2)
+    seconds = kill_launcher_and_wait([
+        TFDIST, "train", f"--strategy={strategy}", "--pipeline=digits", "--epochs=100000",
+        "--batch_size=8", "--notensorboard", f"--model_dir={tmp_path / 'run'}"
+    ], "epoch 1/100000: ", [base, base + 1])
+    print(f"{strategy}: launcher SIGKILL to nothing left: {seconds:.1f} s")

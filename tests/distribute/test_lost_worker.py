@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import clean_environ, free_port_base, launch, requires_horovod
+from tests.helpers import (assert_nothing_left, clean_environ, free_port_base, launch,
+                           requires_horovod)
 from tfdist.cluster.local import launch_environ
 
 HERE = Path(__file__).parent
@@ -37,6 +38,7 @@ def kill_rank1_and_wait(strategy, tmp_path):
         procs[1].send_signal(signal.SIGKILL)
         killed = time.monotonic()
         status = procs[0].wait(timeout=60)  # raises if the survivor hangs
+        assert_nothing_left([port, port + 1])  # before the clean-up below could hide a straggler
         return status, time.monotonic() - killed, (tmp_path / "rank0.log").read_text()
     finally:
         for p in procs:
@@ -68,4 +70,5 @@ def test_launch_returns_non_zero_and_names_the_dead_rank(strategy):
     r = launch(2, sys.executable, SCRIPT, strategy, "20", timeout=300)
     assert r.returncode != 0
     assert "tfdist launch: rank 1 was killed by SIGKILL" in r.stderr
+    assert_nothing_left()
     assert time.monotonic() - start < 240  # rank 0 alone would train "forever"

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from tests.helpers import TFDIST, clean_environ, finish, free_port_base, wait_for
+from tests.helpers import (TFDIST, assert_nothing_left, clean_environ, finish, free_port_base,
+                           wait_for)
 from tfdist.cluster.local import launch_environ
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
@@ -57,6 +58,7 @@ def test_preempted_at_an_epoch_end_and_resumed_there(tmp_path):
     assert epochs_run == [str(e) for e in range(epoch + 1, 5)], out[-3000:]
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["resumed_from"] == [epoch, 0]
+    assert_nothing_left()  # after a preemption and a finished run
     assert metrics["final"]["test_accuracy"] >= 0.9, metrics["final"]
 
 
@@ -90,6 +92,7 @@ def kill_in_epoch_2(procs, rank, tmp_path):
         procs[rank].wait()
         (tmp_path / "go").touch()
         status = procs[0].wait(timeout=300)  # raises if the chief hangs
+        assert_nothing_left()  # the other tasks end once the chief is gone
         return status, (tmp_path / "rank0.log").read_text()
     finally:
         for p in procs:

@@ -160,6 +160,35 @@ def test_only_rank_0_serves_and_a_busy_port_is_named():
         first.stop()
 
 
+def ipv4_listeners(port):
+    """The IPv4 addresses a TCP socket listens on at `port` here (/proc/net/tcp)."""
+    found = set()
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        addr, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:
+            found.add(".".join(str(int(addr[i:i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+def test_the_rendezvous_address_is_the_one_the_ranks_use():
+    assert hs.rendezvous_bind_address(cluster(0, ["localhost"] * 2), "localhost") == "127.0.0.1"
+    with pytest.raises(hs.HorovodSetupError, match="cannot resolve its own host name 'no.such"):
+        hs.rendezvous_bind_address(cluster(0, ["no.such.host.invalid"] * 2), "no.such.host.invalid")
+
+
+@requires_horovod
+@pytest.mark.horovod
+def test_the_rendezvous_listens_on_one_address_only():
+    port = free_port_base(1)
+    server = hs.serve_rendezvous(cluster(0, ["localhost"] * 2), port, host="127.0.0.1")
+    try:
+        assert ipv4_listeners(port) == {"127.0.0.1"}  # not 0.0.0.0: every interface
+    finally:
+        server.stop()
+    assert ipv4_listeners(port) == set()
+
+
 @requires_horovod
 @pytest.mark.horovod
 def test_no_rendezvous_server_is_an_error_not_a_hang():

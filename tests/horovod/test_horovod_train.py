@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import free_port_base, requires_horovod
+from tests.helpers import assert_nothing_left, free_port_base, listening, requires_horovod
 from tests.horovod.helpers import finish, start_task
 
 pytestmark = [pytest.mark.horovod, pytest.mark.slow, requires_horovod]
@@ -78,7 +78,8 @@ def test_a_task_that_never_starts_ends_the_other_with_an_error(tmp_path, present
 
 
 def test_a_lost_peer_ends_the_other_rank_with_an_error(tmp_path):
-    """Rank 1 killed mid-training: rank 0 must exit non-zero soon, not wait in an allreduce."""
+    """Rank 1 killed mid-training: rank 0 must exit non-zero soon, not wait in an allreduce. The
+    rendezvous (rank 0, on the base port) is closed while they train, and nothing is left."""
     port = free_port_base(2)
     procs = [start_task("long", tmp_path / f"long-{r}.json", rank=r, port=port) for r in range(2)]
     try:
@@ -89,6 +90,7 @@ def test_a_lost_peer_ends_the_other_rank_with_an_error(tmp_path):
                 break
         else:
             pytest.fail("rank 0 stopped before training:\n" + "".join(seen)[-3000:])
+        assert listening([port]) == set()  # every rank initialised: rendezvous closed
         procs[1].kill()
         killed = time.monotonic()
         [(code, log, _)] = finish([procs[0]], timeout=60)
@@ -98,8 +100,11 @@ def test_a_lost_peer_ends_the_other_rank_with_an_error(tmp_path):
             p.wait()
     seconds = time.monotonic() - killed
     assert code != 0, log[-3000:]
-    assert "Horovod has been shut down" in log, log[-3000:]
+    # Which reaches the pending op first is a race (HorovodEngine.explain_failure knows both):
+    # Horovod's shutdown notice, or gloo's socket error (seen in about 1 of 3 runs here).
+    assert "Horovod has been shut down" in log or "Connection reset by peer" in log, log[-3000:]
     assert "Connection" in log and "127.0.0.1" in log, log[-3000:]  # gloo names the lost peer
+    assert_nothing_left([port])
     print(f"rank 0 ended {seconds:.1f} s after rank 1 was killed")
 
 

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.helpers import TFDIST, finish, wait_for
+from tests.helpers import TFDIST, assert_nothing_left, finish, free_port_base, wait_for
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = pytest.mark.slow
@@ -42,10 +42,11 @@ def preempt_with_usr1(tmp_path, *extra, **env):
                    SLURM_JOB_ID=JOB_ID,
                    **{PAUSE_AFTER_STEP: "5"},
                    **env)
+    port = free_port_base(2)
     cmd = [
-        TFDIST, "launch", "-n", "2", "--", TFDIST, "train", "--strategy=multi_worker",
-        "--pipeline=digits", "--epochs=3", "--batch_size=8", "--notensorboard",
-        f"--model_dir={tmp_path / 'run'}", *extra
+        TFDIST, "launch", "-n", "2", f"--port={port}", "--", TFDIST, "train",
+        "--strategy=multi_worker", "--pipeline=digits", "--epochs=3", "--batch_size=8",
+        "--notensorboard", f"--model_dir={tmp_path / 'run'}", *extra
     ]
     proc = subprocess.Popen(cmd,
                             stdout=subprocess.PIPE,
@@ -55,6 +56,7 @@ def preempt_with_usr1(tmp_path, *extra, **env):
     head = wait_for(proc, f"{PAUSE_AFTER_STEP}=5: paused")
     proc.send_signal(signal.SIGUSR1)
     status, out = finish(proc)
+    assert_nothing_left([port, port + 1])
     return status, head + out, calls.read_text().splitlines() if calls.exists() else []
 
 

@@ -9,7 +9,8 @@ import signal
 import numpy as np
 import pytest
 
-from tests.helpers import TFDIST, finish, launch, requires_horovod, run, start, wait_for
+from tests.helpers import (TFDIST, assert_nothing_left, finish, launch, requires_horovod, run,
+                           start, wait_for)
 from tfdist.train.checkpoint import EXIT_AFTER_STEP, EXIT_WHILE_SAVING
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
@@ -55,6 +56,7 @@ def test_resume_after_sigterm_equals_uninterrupted(n, tmp_path):
     assert "resuming from" in r.stdout + r.stderr
     r = run([TFDIST, "launch", "-n", str(n), "--", TFDIST, *TRAIN, f"--model_dir={straight}"])
     assert r.returncode == 0, r.stdout[-3000:]
+    assert_nothing_left()  # after a preemption, a resume and a run to the end
     for a, b in zip(weights(stopped), weights(straight)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
@@ -75,6 +77,7 @@ def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, tmp_path):
     r = launch(2, TFDIST, *args, f"--model_dir={stopped}", env={EXIT_AFTER_STEP: "28"})
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-2000:]
     assert f"{EXIT_AFTER_STEP}=28: exiting" in r.stdout
+    assert_nothing_left()  # after a failure (status 3)
     ckpt = stopped / "checkpoints" / "ckpt-28"
     meta = json.loads((ckpt / "meta.json").read_text())
     assert (meta["epoch"], meta["step"], meta["global_step"]) == (1, 6, 28)

@@ -4,7 +4,9 @@
   tfdist launch -n 4 --strategy=parameter_server -- python my_script.py
 
 Every output line is prefixed with its rank. When one process fails the others are stopped and
-launch exits with that process's status; Ctrl-C (or SIGTERM) is passed on to all of them.
+launch exits with that process's status; Ctrl-C (or SIGTERM) is passed on to all of them. However
+launch itself ends (SIGKILL included), its processes end with it: each runs in a process group of
+its own under a small guard (tfdist.cli.launch_guard) that stops the group once launch is gone.
 """
 
 from __future__ import annotations
@@ -63,19 +65,25 @@ def launch(command: list[str], nproc: int, strategy: Optional[str], port: Option
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, forward)
 
+    # Only this process holds `held` (not inherited: close-on-exec): the guards see EOF on
+    # `watched` as soon as launch is gone, however it ends.
+    watched, held = os.pipe()
+    guard = [sys.executable, "-m", "tfdist.cli.launch_guard", str(watched), f"{grace:g}", "--"]
     for rank in range(nproc):
         env = dict(os.environ,
                    PYTHONUNBUFFERED="1",
                    **launch_environ(rank, nproc, base, None if strategy == "auto" else strategy))
-        proc = subprocess.Popen(command,
+        proc = subprocess.Popen(guard + command,
                                 env=env,
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT,
+                                pass_fds=(watched, ),
                                 start_new_session=True)
         pump = threading.Thread(target=_pump, args=(rank, proc.stdout), daemon=True)
         pump.start()
         procs.append(proc)
         pumps.append(pump)
+    os.close(watched)
 
     status, deadline = 0, None
     while [p.poll() for p in procs].count(None):
@@ -107,6 +115,7 @@ def launch(command: list[str], nproc: int, strategy: Optional[str], port: Option
         _signal_group(p, signal.SIGTERM)
     for pump in pumps:  # every line the processes wrote, before launch's own exit
         pump.join(timeout=5)
+    os.close(held)
     return status
 
 

@@ -144,21 +144,54 @@ def host_alloc_plan(cluster: Cluster) -> list:
     return plan
 
 
-class RendezvousService:
-    """Horovod's rendezvous HTTP server (the one horovodrun runs) on a fixed port, served from a
-    daemon thread: it ends with the process, or earlier with `stop()`."""
+def rendezvous_bind_address(cluster: Cluster, addr: str) -> str:
+    """The one IPv4 address of this host (rank 0's) that the rendezvous listens on: the address
+    the other ranks reach `addr` at, not every interface.
 
-    def __init__(self, cluster: Cluster, port: int, verbose: bool = False):
+    That is `addr` resolved here, unless it resolves to a loopback address while some ranks run
+    on other hosts (e.g. Debian's `127.0.1.1 HOSTNAME` line): then it is this host's address on
+    the route towards them.
+    """
+    try:
+        here = socket.gethostbyname(addr)
+    except OSError as err:
+        raise HorovodSetupError(f"Rank 0 cannot resolve its own host name {addr!r} ({err}), "
+                                "which the other ranks use to reach its Horovod rendezvous. "
+                                "Fix the node's name resolution (/etc/hosts or DNS).") from err
+    others = sorted({h for h in cluster.task_hosts if h != cluster.task_hosts[0]})
+    if not others or not here.startswith("127."):
+        return here
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((socket.gethostbyname(others[0]), 9))  # UDP: picks a route, sends nothing
+            return probe.getsockname()[0]
+    except OSError as err:
+        raise HorovodSetupError(
+            f"Rank 0's host name {addr!r} resolves to {here} here (loopback), and rank 0 finds "
+            f"no route to host {others[0]} of the other ranks ({err}). Fix the node's name "
+            "resolution so that its name gives the address the other nodes reach it at.") from err
+
+
+class RendezvousService:
+    """Horovod's rendezvous HTTP server (the one horovodrun runs) on one address and a fixed port,
+    served from a daemon thread: it ends with the process, or earlier with `stop()`.
+
+    Anyone who reaches the port can read and write its keys (Horovod's clients send no secret:
+    docs/security.md), so it listens only on the address the ranks use and only until every rank
+    has initialised Horovod (init_horovod stops it then)."""
+
+    def __init__(self, cluster: Cluster, host: str, port: int, verbose: bool = False):
         from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
 
         try:
-            # IPv4 on every interface: Horovod's HTTP client speaks IPv4 only.
-            self._httpd = RendezvousHTTPServer(("0.0.0.0", port), RendezvousHandler, verbose)
+            # IPv4: Horovod's HTTP client speaks IPv4 only.
+            self._httpd = RendezvousHTTPServer((host, port), RendezvousHandler, verbose)
         except OSError as err:
             raise HorovodSetupError(
-                f"Rank 0 cannot serve the Horovod rendezvous on port {port}: {err}. Another job "
-                "may use that port: choose another base port (--port, or TFDIST_PORT)") from err
-        self.port = port
+                f"Rank 0 cannot serve the Horovod rendezvous on port {port} of {host}: {err}. "
+                "Another job may use that port: choose another base port (--port, or "
+                "TFDIST_PORT)") from err
+        self.host, self.port = host, port
         self._httpd.init(host_alloc_plan(cluster))
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": 0.2},
@@ -173,12 +206,15 @@ class RendezvousService:
         self._httpd.server_close()
 
 
-def serve_rendezvous(cluster: Cluster, port: int, verbose: bool = False) -> RendezvousService:
-    """Start the gloo rendezvous for `cluster` on this host's `port` (call it on rank 0 only)."""
+def serve_rendezvous(cluster: Cluster,
+                     port: int,
+                     verbose: bool = False,
+                     host: str = "127.0.0.1") -> RendezvousService:
+    """Start the gloo rendezvous for `cluster` on `host`:`port` of this host (rank 0 only)."""
     if cluster.rank != 0:
         raise HorovodSetupError(f"Only rank 0 serves the Horovod rendezvous; this is rank "
                                 f"{cluster.rank}.")
-    return RendezvousService(cluster, port, verbose)
+    return RendezvousService(cluster, host, port, verbose)
 
 
 def _url(addr: str, port: int, key: str) -> str:
@@ -295,8 +331,10 @@ def init_horovod(cluster: Cluster,
 
     - horovodrun (or mpirun) made the environment: used as it is, `hvd.init()`.
     - otherwise (srun, `tfdist launch`): HOROVOD_* from `roles.horovod`, rank 0 serves the
-      rendezvous, every rank checks in (HorovodSetupError naming the missing ranks after `timeout`
-      s, default HOROVOD_GLOO_TIMEOUT_SECONDS or 30), then `hvd.init()`.
+      rendezvous on the address the other ranks reach it at, every rank checks in
+      (HorovodSetupError naming the missing ranks after `timeout` s, default
+      HOROVOD_GLOO_TIMEOUT_SECONDS or 30), then `hvd.init()`, and rank 0 stops the rendezvous
+      once every rank has initialised (unless dynamic process sets or elastic mode need it).
     Then checks that Horovod's rank and size are the cluster's (or horovodrun's).
     """
     hvd = _state["hvd"]
@@ -304,6 +342,7 @@ def init_horovod(cluster: Cluster,
         return hvd
     hvd = import_horovod_keras()
     seconds = _timeout(timeout, os.environ)
+    own_rendezvous = False
     if horovodrun_environment(cluster=cluster):
         log.info("Horovod: using the environment of horovodrun/mpirun as it is.")
         expected = None
@@ -318,13 +357,15 @@ def init_horovod(cluster: Cluster,
             port = int(env["HOROVOD_GLOO_RENDEZVOUS_PORT"])
             if cluster.rank == 0:
                 _stop_server()
-                _state["server"] = serve_rendezvous(cluster, port, verbose)
+                _state["server"] = serve_rendezvous(cluster, port, verbose,
+                                                    rendezvous_bind_address(cluster, addr))
             try:
                 check_in(cluster, addr, port, seconds)
             except HorovodSetupError:
                 _stop_server()
                 raise
         expected = (cluster.rank, cluster.world_size)
+        own_rendezvous = cluster.world_size > 1
         hvd.init()
     if expected is not None and (hvd.rank(), hvd.size()) != expected:
         got = (hvd.rank(), hvd.size())
@@ -332,10 +373,36 @@ def init_horovod(cluster: Cluster,
         raise HorovodSetupError(
             f"Horovod started as rank {got[0]} of {got[1]}, but this task is rank {expected[0]} "
             f"of {expected[1]}. Is this Horovod built with gloo (`horovodrun --check-build`)?")
+    if own_rendezvous:
+        _close_rendezvous(hvd)
     _state["hvd"] = hvd
     log.info("Horovod rank %d of %d (local rank %d of %d) ready.", hvd.rank(), hvd.size(),
              hvd.local_rank(), hvd.local_size())
     return hvd
+
+
+# Horovod needs its rendezvous after hvd.init() only to add process sets later, or to re-form the
+# rings of an elastic job (measured: docs/security.md).
+RENDEZVOUS_AFTER_INIT = ("HOROVOD_DYNAMIC_PROCESS_SETS", "HOROVOD_ELASTIC")
+
+
+def _close_rendezvous(hvd) -> None:
+    """Every rank: wait until all ranks have initialised Horovod (then no rank talks to the
+    rendezvous any more: each ends its gloo rendezvous with a barrier and a last DELETE before its
+    hvd.init() returns), then rank 0 stops serving it. Kept for a job that needs it later."""
+    import tensorflow as tf
+
+    later = [v for v in RENDEZVOUS_AFTER_INIT if os.environ.get(v, "").lower() in ("1", "true")]
+    if later:
+        if _state["server"] is not None:
+            log.info("Horovod rendezvous kept open for the whole job: %s is set.", later[0])
+        return
+    hvd.allreduce(tf.constant(0.0), name="tfdist_rendezvous_done", op=hvd.Sum)
+    if _state["server"] is not None:
+        server = _state["server"]
+        _stop_server()
+        log.debug("Horovod rendezvous on %s:%d closed: every rank has initialised.", server.host,
+                  server.port)
 
 
 def _stop_server() -> None:

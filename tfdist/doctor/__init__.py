@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 from tfdist.cluster.gpus import gpu_notes, placement_check, slurm_gpus_requested as gpus_requested
 from tfdist.doctor.gpus import check_gpus, gpus_seen
-from tfdist.doctor.placement import check_cluster, check_hosts, check_port
+from tfdist.doctor.placement import check_cluster, check_hosts, check_network, check_port
 from tfdist.doctor.probe import finish_probe, start_probe
 from tfdist.doctor.result import INFO, OK, PROBLEM, SKIP, WARN, Result
 from tfdist.doctor.rundir import check_model_dir
@@ -21,7 +21,7 @@ from tfdist.doctor.software import check_horovod, check_tensorflow
 from tfdist.errors import ConfigError
 
 # In the order they print: the fast ones first, while the TensorFlow probe runs beside them.
-CHECKS = ("cluster", "port", "hosts", "gpus", "model_dir", "tensorflow", "horovod")
+CHECKS = ("cluster", "port", "hosts", "network", "gpus", "model_dir", "tensorflow", "horovod")
 
 
 def run_checks(strategy: str = "auto",
@@ -57,6 +57,9 @@ def run_checks(strategy: str = "auto",
                 continue
             add(check() if cluster is not None else Result(
                 name, SKIP, "not checked: the cluster was not detected (see above)"))
+        network = cluster and "network" not in skip and check_network(cluster, roles)
+        if network:  # several nodes: what the job opens to the network
+            add(network)
         gpus = 0
         if "gpus" not in skip:
             seen = gpus_seen(os.environ)
@@ -99,6 +102,7 @@ def summary(results: list[Result]) -> str:
 
 __all__ = [
     "CHECKS", "INFO", "OK", "PROBLEM", "SKIP", "WARN", "Result", "check_cluster", "check_gpus",
-    "check_horovod", "check_hosts", "check_model_dir", "check_port", "check_tensorflow",
-    "finish_probe", "gpus_requested", "gpus_seen", "run_checks", "start_probe", "summary"
+    "check_horovod", "check_hosts", "check_network", "check_model_dir", "check_port",
+    "check_tensorflow", "finish_probe", "gpus_requested", "gpus_seen", "run_checks", "start_probe",
+    "summary"
 ]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
 from tfdist.cluster import Cluster, ClusterError, Roles, build_roles, check_port_free, detect
-from tfdist.doctor.result import OK, PROBLEM, Result
+from tfdist.doctor.result import INFO, OK, PROBLEM, Result
 
 
 def check_cluster(
@@ -46,6 +46,29 @@ def check_port(cluster: Cluster, roles: Roles) -> Result:
     except ClusterError as e:
         return Result("port", PROBLEM, str(e))
     return Result("port", OK, f"{roles.port} free on {cluster.host} (rank {cluster.rank})")
+
+
+SECURITY_PAGE = "docs/security.md"
+
+
+def check_network(cluster: Cluster, roles: Roles) -> Optional[Result]:
+    """On a job of several nodes: which of its ports accept anyone who reaches them (None on one
+    node, where nothing listens beyond what the node's own users reach)."""
+    if len(cluster.nodes) < 2:
+        return None
+    if roles.horovod is not None:
+        opens = (f"rank 0 serves Horovod's rendezvous on port "
+                 f"{roles.horovod['HOROVOD_GLOO_RENDEZVOUS_PORT']} of {cluster.task_hosts[0]} "
+                 "until every rank has started, and gloo connects the ranks directly")
+    elif roles.port is not None:
+        opens = (f"every task runs TensorFlow's gRPC server (this one on port {roles.port}, "
+                 "all interfaces) for the whole job")
+    else:
+        return None
+    return Result(
+        "network", INFO, f"{len(cluster.nodes)} nodes: {opens}, without authentication: anyone "
+        "who reaches these ports can read or change the training. Run on a private network or "
+        f"behind the cluster's firewall; see {SECURITY_PAGE} in tfdist.")
 
 
 def _is_loopback(address: str) -> bool:
