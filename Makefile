@@ -4,10 +4,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tfdist-installed
-# The default stack (TensorFlow 2.18: Horovod builds against it) and the newest TensorFlow.
+# The default stack (TensorFlow 2.18) and the newest TensorFlow, each with its own Horovod build.
 CONSTRAINTS := tools/constraints/default.txt
 NEWEST := .venv-newest
 NEWEST_STAMP := $(NEWEST)/.tfdist-installed
+NEWEST_HOROVOD_STAMP := $(NEWEST)/.horovod-installed
 HOROVOD_STAMP := $(VENV)/.horovod-installed
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP := $(VENV)/.docs-installed
@@ -23,8 +24,8 @@ help:
 	@echo "make demo       train digits with 2 local workers (multi_worker), print accuracy and speed"
 	@echo "make test       lint + the docs + the whole test suite (what CI runs)"
 	@echo "make test-fast  lint + tests not marked slow"
-	@echo "make test-newest  the suite but Horovod on the newest TensorFlow (.venv-newest)"
-	@echo "make test-range   TensorFlow 2.16, 2.17, 2.19, 2.20: kept by pip, 2 workers train"
+	@echo "make test-newest  the whole suite on the newest TensorFlow (.venv-newest), Horovod too"
+	@echo "make test-range   TensorFlow 2.16, 2.17, 2.19, 2.20: kept by pip, 2 workers and 2 Horovod ranks train"
 	@echo "make docs       build the docs site into site/ (warnings are errors); open site/index.html"
 	@echo "make format     reformat the sources in place (yapf)"
 	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
@@ -39,7 +40,7 @@ $(STAMP): setup.cfg pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[test]'
 	touch $@
 
-# The newest TensorFlow and tf-keras that setup.cfg accepts, in a venv of its own (no Horovod).
+# The newest TensorFlow and tf-keras that setup.cfg accepts, in a venv of its own.
 $(NEWEST_STAMP): setup.cfg pyproject.toml tools/constraints/newest.txt
 	@test -x $(NEWEST)/bin/python || PYTHON=$(PYTHON) bash tools/check_prereqs.sh install
 	test -x $(NEWEST)/bin/python || $(PYTHON) -m venv $(NEWEST)
@@ -56,6 +57,11 @@ $(HOROVOD_STAMP): $(STAMP) tools/build_horovod_wheel.sh $(wildcard tools/horovod
 	touch $@
 
 horovod: $(HOROVOD_STAMP)
+
+# The same for the newest stack: its own wheel (the cache key holds the TensorFlow version).
+$(NEWEST_HOROVOD_STAMP): $(NEWEST_STAMP) tools/build_horovod_wheel.sh $(wildcard tools/horovod-patches/*.patch)
+	PYTHON=$(NEWEST)/bin/python bash tools/build_horovod_wheel.sh --install
+	touch $@
 
 # The main job: 2 local workers under MultiWorkerMirroredStrategy on scikit-learn's digits.
 # Run again, it reports the finished run; `make demo DEMO_ARGS=--restart` trains anew.
@@ -83,15 +89,17 @@ test: lint docs $(HOROVOD_STAMP)
 test-fast: lint
 	$(BIN)/python -m pytest -m "not slow"
 
-# Everything but Horovod on the newest TensorFlow. VIRTUAL_ENV and PATH as after `activate`, so
-# that `tfdist launch`, the field scripts and the Slurm jobs (jobs/common.sh) use this venv too.
-test-newest: $(NEWEST_STAMP)
+# The whole suite, Horovod included, on the newest TensorFlow. VIRTUAL_ENV and PATH as after
+# `activate`, so that `tfdist launch`, the field scripts and the Slurm jobs (jobs/common.sh) use
+# this venv too.
+test-newest: $(NEWEST_HOROVOD_STAMP)
 	VIRTUAL_ENV=$(CURDIR)/$(NEWEST) PATH="$(CURDIR)/$(NEWEST)/bin:$$PATH" \
-	  $(NEWEST)/bin/python -m pytest -m "not horovod"
+	  $(NEWEST)/bin/python -m pytest
 
 # The other TensorFlow versions setup.cfg accepts: a venv each (.venv-range/), the check of
 # tools/check_tf_range.sh (TensorFlow kept by `pip install -e .`, tf-keras selected, 2 workers
-# train a user's Keras script).
+# train a user's Keras script, Horovod built for that TensorFlow and Horovod's Keras example trained
+# on 2 ranks).
 test-range:
 	PYTHON=$(PYTHON) bash tools/check_tf_range.sh
 

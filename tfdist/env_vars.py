@@ -121,7 +121,9 @@ WHEEL_CACHE = _var("TFDIST_WHEEL_CACHE", TOOLS, "`~/.cache/tfdist/wheels`",
 HOROVOD_ANY_TF = _var(
     "TFDIST_HOROVOD_ANY_TF", TOOLS, "0",
     "`1`: `tools/build_horovod_wheel.sh` tries to build Horovod 0.28.1 against a TensorFlow "
-    "other than 2.18 (2.19 and newer are known to fail).")
+    "outside 2.16-2.21 (untested).")
+NO_CCACHE = _var("TFDIST_NO_CCACHE", TOOLS, "0",
+                 "`1`: `tools/build_horovod_wheel.sh` does not use ccache even when installed.")
 RANGE_DIR = _var("TFDIST_RANGE_DIR", TOOLS, "`.venv-range/`",
                  "`make test-range`: where its venvs (one per TensorFlow) are kept.")
 REPO = _var("TFDIST_REPO", TOOLS, "the checkout that holds `jobs/`",

@@ -5,7 +5,9 @@
 #   1. pip kept that TensorFlow (tfdist never up- or downgrades a cluster's TensorFlow);
 #   2. `import tfdist` gives tf.keras = tf-keras of the same minor;
 #   3. a user's plain Keras script (tests/field/plain_keras_digits.py) trains with 2 workers under
-#      `tfdist launch` (MultiWorkerMirroredStrategy) to >= 0.95 test accuracy.
+#      `tfdist launch` (MultiWorkerMirroredStrategy) to >= 0.95 test accuracy;
+#   4. Horovod builds against that TensorFlow (tools/build_horovod_wheel.sh: once, then cached) and
+#      Horovod's Keras example (tests/field/horovod_keras_digits.py) trains on 2 ranks to >= 0.95.
 #
 #   tools/check_tf_range.sh [VERSION...]        default: 2.16 2.17 2.19 2.20
 #   TFDIST_RANGE_DIR   where the venvs live (default: .venv-range/), kept for the next run
@@ -65,6 +67,33 @@ PY
     else
         tail -20 "$out/log"
         echo "FAIL $v: the 2-worker training failed (log above)"
+        failed+=("$v")
+        rm -rf "$out"
+        continue
+    fi
+    # Horovod for this TensorFlow (built once, then cached), and Horovod's Keras example on 2 ranks.
+    start=$(date +%s)
+    if ! PYTHON=$venv/bin/python bash tools/build_horovod_wheel.sh --install >"$out/build" 2>&1; then
+        tail -40 "$out/build"
+        echo "FAIL $v: Horovod did not build or install (log above)"
+        failed+=("$v")
+        rm -rf "$out"
+        continue
+    fi
+    grep -E '^\[horovod\] (built|cached)' "$out/build" || true
+    if (cd tests/field && env -u TF_USE_LEGACY_KERAS PATH="$venv/bin:$PATH" TF_CPP_MIN_LOG_LEVEL=3 \
+        timeout 600 "$venv/bin/tfdist" launch -n 2 -- python horovod_keras_digits.py "$out" \
+        >"$out/log" 2>&1) && "$venv/bin/python" - "$out/result.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["size"] == 2 and r["test_accuracy"] >= 0.95, r
+print(f"Horovod's Keras example, 2 ranks: test accuracy {r['test_accuracy']:.4f}")
+PY
+    then
+        echo "ok $v: Horovod built or found and trained in $(($(date +%s) - start)) s"
+    else
+        tail -20 "$out/log"
+        echo "FAIL $v: the 2-rank Horovod training failed (log above)"
         failed+=("$v")
     fi
     rm -rf "$out"

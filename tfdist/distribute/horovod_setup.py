@@ -41,8 +41,8 @@ OWNED_VAR = env_vars.HOROVOD.name  # set beside the HOROVOD_* variables that tfd
 CHECK_IN_SCOPE = "tfdist"  # an ad-hoc scope of the rendezvous store where the tasks check in
 INSTALL_HINT = ("Install it with `make horovod` in a tfdist checkout (builds Horovod "
                 f"{HOROVOD_VERSION} with gloo against this TensorFlow once and caches the wheel), "
-                "or `tools/build_horovod_wheel.sh --install`. It builds against TensorFlow 2.18 "
-                "(tfdist's default stack), not newer: there use --strategy=multi_worker.")
+                "or `PYTHON=<your venv>/bin/python tools/build_horovod_wheel.sh --install` for "
+                "TensorFlow 2.16-2.21; or use --strategy=multi_worker, which needs no Horovod.")
 COMPRESSIONS = ("none", "fp16")
 
 # What init_horovod set up in this process: the rendezvous server (rank 0) and the module.
