@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.horovod, requires
 def srun_job(slurm, jobdir, mode, sbatch_args):  # noqa: F811
     script = (f"export TF_CPP_MIN_LOG_LEVEL=2 HOROVOD_GLOO_TIMEOUT_SECONDS=60\n"
               f"srun --kill-on-bad-exit=1 {PYTHON} {WORKER} {mode} {jobdir}/{mode}-{{rank}}.json\n")
-    job = slurm.sbatch(script, *sbatch_args, workdir=jobdir, timeout=400)
+    job = slurm.sbatch(script, *sbatch_args, workdir=jobdir, timeout=600)
     assert job.state == "COMPLETED", job.describe()
     return job
 

@@ -94,7 +94,7 @@ def test_mirrored_one_task_two_devices(slurm, jobdir):
 
 
 def test_parameter_server_chief_ps_and_two_workers(slurm, jobdir):
-    job = run(slurm, jobdir, "parameter_server.sbatch", timeout=400)
+    job = run(slurm, jobdir, "parameter_server.sbatch", timeout=600)
     # Asynchronous: each worker steps on its own, so TensorFlow counts one replica in sync.
     m = check_trained(job, "parameter_server", world_size=4, replicas=1)
     assert m["epochs"] == 20
@@ -186,7 +186,7 @@ def test_parameter_server_with_too_few_tasks_fails_at_once(slurm, jobdir, doctor
               "parameter_server.sbatch",
               sbatch=["--nodes=2", "--ntasks-per-node=1", "--time=2"],
               env={"DOCTOR": doctor},
-              timeout=400)
+              timeout=600)
     assert job.state == "FAILED", job.describe()
     assert "needs at least 3 tasks (1 chief + 1 ps + at least 1 worker)" in job.log, job.describe()
     assert "training from epoch" not in job.log
@@ -200,7 +200,7 @@ def test_tfdist_train_without_srun_in_a_two_node_job_fails_at_once(slurm, jobdir
                        "--ntasks-per-node=1",
                        "--time=2",
                        workdir=jobdir,
-                       timeout=400)
+                       timeout=600)
     assert job.state == "FAILED" and job.exit_code == 2, job.describe()
     assert "outside any srun step" in job.log and "srun" in job.log, job.describe()
 
@@ -240,7 +240,7 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
         assert time.monotonic() < deadline, info
         time.sleep(0.5)
     slurm.cmd("scontrol", "update", f"JobId={job_id}", "TimeLimit=10")
-    job = slurm.wait(job_id, jobdir, timeout=400)
+    job = slurm.wait(job_id, jobdir, timeout=600)
     log = job.log
     assert job.state == "COMPLETED", job.describe()
     assert job.info["Restarts"] == "1", job.describe()

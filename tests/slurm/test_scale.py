@@ -41,7 +41,7 @@ def test_scale_sizes_1_and_2_on_two_nodes(slurm, jobdir, scaling, batches, lrs):
               "--steps=10",
               "--timed_epochs=2",
               env={"SCALING": scaling},
-              timeout=400)
+              timeout=600)
     assert job.state == "COMPLETED", job.describe()
     assert "tfdist job: finished: every size measured" in job.log, job.describe()
     check_python(job.log)
