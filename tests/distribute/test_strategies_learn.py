@@ -43,10 +43,14 @@ def test_digits_reaches_097(strategy, n, extra, replicas, tmp_path):
     assert len(metrics["epoch_input_wait"]) == metrics["epochs"]
     tasks = 1 if strategy == "parameter_server" else n
     assert all(len(shares) == tasks for shares in metrics["epoch_input_wait_per_task"])
-    # Only the chief writes the run directory.
+    # Only the chief writes the run directory, besides each training rank's own progress record
+    # (the watchdog's side channel).
     assert sorted(p.name for p in model_dir.iterdir()) == [
-        "checkpoints", "logs", "metrics.json", "model.keras"
+        "checkpoints", "logs", "metrics.json", "model.keras", "progress"
     ]
+    assert {p.name
+            for p in (model_dir / "progress").iterdir()} <= {f"rank-{r}.json"
+                                                             for r in range(n)}
     assert f"[0] tfdist train: {strategy} x{replicas} replicas: test accuracy" in r.stdout
 
 
