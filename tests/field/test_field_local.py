@@ -14,7 +14,7 @@ import pytest
 
 from tests.field.helpers import (BIN, HERE, MIN_ACCURACY, epochs_started, launch, result,
                                  tfdist_lines, user_environ)
-from tests.helpers import requires_horovod
+from tests.helpers import assert_nothing_left, job_processes, requires_horovod
 
 pytestmark = pytest.mark.slow
 
@@ -120,10 +120,17 @@ def test_plain_keras_script_resumes_with_its_own_backup_and_restore(tmp_path):
             if line.startswith("[0] Epoch 4/100000") or time.monotonic() > deadline:
                 break
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        # Every process at once, as when the node fails: the launcher and each rank (in its own
+        # session under tfdist launch's guard).
+        for pid in [int(p.split()[0]) for p in job_processes()]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         proc.wait()
     assert epochs_started("".join(seen))[-1:] == [4], "".join(seen)[-3000:]
     assert not (tmp_path / "result.json").exists()
+    assert_nothing_left()
 
     again = launch(2, "python", "plain_keras_digits.py", str(tmp_path), "8")
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-5000:]
