@@ -95,8 +95,11 @@ def test_mirrored_one_task_two_devices(slurm, jobdir):
 
 def test_parameter_server_chief_ps_and_two_workers(slurm, jobdir):
     job = run(slurm, jobdir, "parameter_server.sbatch", timeout=600)
-    # Asynchronous: each worker steps on its own, so TensorFlow counts one replica in sync.
-    m = check_trained(job, "parameter_server", world_size=4, replicas=1)
+    # Asynchronous: each worker steps on its own, so TensorFlow counts one replica in sync. Which
+    # worker applies which step depends on timing, so the result varies run to run (0.967 seen
+    # once): this test checks the job; test_parameter_server_defaults_learn_on_every_seed the
+    # learning (0.97 on five seeds).
+    m = check_trained(job, "parameter_server", world_size=4, replicas=1, min_accuracy=0.95)
     assert m["epochs"] == 20
     assert training_tasks(job.log) == {0: N1, 1: N1, 2: N2, 3: N2}, job.describe()
 
@@ -152,10 +155,11 @@ def test_users_own_keras_script(slurm, jobdir):
 
 
 def test_killed_task_ends_the_job_within_a_minute(slurm, jobdir):
-    # An epoch count no machine trains before the kill.
-    job_id = submit(slurm, jobdir, "multi_worker.sbatch", env={"EPOCHS": 100000})
+    # An epoch count no machine trains before the kill. REQUEUE=0: with requeue on, a lost peer
+    # requeues the job (tests/slurm/test_hang_requeue.py); here the job must fail at once.
+    job_id = submit(slurm, jobdir, "multi_worker.sbatch", env={"EPOCHS": 100000, "REQUEUE": 0})
     log = jobdir / f"slurm-{job_id}.out"
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 600  # includes time queued behind other jobs
     while "0: tfdist: epoch 2/100000: " not in (log.read_text() if log.exists() else ""):
         assert time.monotonic() < deadline, slurm.job_info(job_id)
         time.sleep(0.5)
