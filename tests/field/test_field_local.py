@@ -74,7 +74,8 @@ def test_tensorflow_multi_worker_tutorial_after_tfdist_env(tutorial, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     res = result(tmp_path, proc)
     assert res["workers"] == 2 and res["test_accuracy"] >= MIN_ACCURACY, res
-    assert res.get("keras", "3.").startswith("3.") == tutorial.endswith("keras3"), res
+    # Which Keras trained: tf-keras (2.x) after `tfdist env`'s switch, Keras 3 with `import keras`.
+    assert res["keras"].startswith("3.") == tutorial.endswith("keras3"), res
 
 
 @pytest.mark.parametrize("script", ["keras_io_multi_gpu_digits.py", "plain_keras3_digits.py"])

@@ -63,6 +63,11 @@ def main(strategy, speed, out, cpu_devices="0"):
         model.fit(data, epochs=1, steps_per_epoch=STEPS_PER_EPOCH, verbose=0)
         step = (time.perf_counter() - start) / STEPS_PER_EPOCH
         delay = max(MIN_DELAY, SLOWDOWN * step)
+        if rt.world_size > 1 and strategy != "parameter_server":
+            # One delay for all tasks, the slowest's: each measured its own step, and a task that
+            # sleeps longer than the chief would set the pace of the chief's steps (and so the
+            # interval of the preemption agreement) instead of the delay the chief knows.
+            delay = max(row[0] for row in rt.engine.gather_floats([delay]))
     callbacks = rt.callbacks(batch_size=BATCH)  # the engine's and the meter
     # Tasks agree on preemption every AGREE_EVERY steps or so: the chief sets the interval from
     # its step time (mostly the delay) and check_seconds.
