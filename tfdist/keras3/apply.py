@@ -12,6 +12,7 @@ import sys
 from tfdist import import_hooks
 
 TRAINER = "keras.src.backend.tensorflow.trainer"  # Keras 3's TensorFlow fit/evaluate/predict
+LOSS_SCALE = "keras.src.optimizers.loss_scale_optimizer"  # mixed_float16's LossScaleOptimizer
 
 
 def _correct_trainer(trainer) -> None:
@@ -21,8 +22,14 @@ def _correct_trainer(trainer) -> None:
     parameter_server.apply(trainer)
 
 
+def _correct_loss_scale(module) -> None:
+    from tfdist.keras3 import loss_scale
+
+    loss_scale.apply(module)
+
+
 # Keras module -> the correction applied to it once executed.
-CORRECTIONS = {TRAINER: _correct_trainer}
+CORRECTIONS = {TRAINER: _correct_trainer, LOSS_SCALE: _correct_loss_scale}
 
 
 def install() -> None:

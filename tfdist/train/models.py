@@ -87,9 +87,10 @@ def build_model(name: str, input_shape, num_classes: int, keras=tf.keras):
         raise ConfigError(f"Unknown model {name!r}: expected one of {', '.join(MODELS)} (--model).")
     model = MODELS[name](tuple(input_shape), num_classes, keras=keras)
     if keras.mixed_precision.global_policy().compute_dtype != "float32":
-        # Mixed precision: logits (and so the loss) in float32, for numerical stability.
-        logits = keras.layers.Activation("linear", dtype="float32")(model.output)
-        model = keras.Model(model.input, logits, name=model.name)
+        # Mixed precision: logits (and so the loss) in float32, for numerical stability. (A Keras 3
+        # Sequential has `inputs` and `outputs` but no `input`/`output`: it was never called.)
+        logits = keras.layers.Activation("linear", dtype="float32")(model.outputs[0])
+        model = keras.Model(model.inputs[0], logits, name=model.name)
     return model
 
 
