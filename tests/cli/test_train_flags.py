@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import pytest
 from absl import flags
 from absl import logging as absl_logging
 
@@ -69,3 +70,16 @@ def test_flags_reach_the_train_config():
              for f in dataclasses.fields(TrainConfig)
              } - {"engine_options", "verbose", "pipeline_options"}
     assert names | {"pipeline_option"} <= set(flags.FLAGS)
+
+
+def test_keras3_refuses_horovods_backward_passes_at_parse_time():
+    """Horovod's accumulation lives in Keras 2 optimizer hooks (docs/horovod.md)."""
+    flags.FLAGS.unparse_flags()
+    try:
+        with pytest.raises(flags.IllegalFlagValueError,
+                           match=r"--backward_passes_per_step > 1 with --keras=3.*"
+                           r"gradient_accumulation_steps=N"):
+            flags.FLAGS(
+                ["tfdist train", "--strategy=horovod", "--keras=3", "--backward_passes_per_step=2"])
+    finally:
+        flags.FLAGS.unparse_flags()

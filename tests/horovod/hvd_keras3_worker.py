@@ -6,6 +6,9 @@ rt.optimizer(keras.optimizers.SGD) and the engine's callbacks (broadcast, metric
 rank starts from different weights (seed = rank), so only the broadcast makes them agree.
 MODE "train0": the same with every rank starting from the weights of seed 0 (as "single").
 MODE "single": the same model and data in one process with the global batch.
+MODE "accum" / "single_accum": "train0" / "single" with Keras's own gradient accumulation
+(SGD(gradient_accumulation_steps=ACCUMULATE)), what tfdist advises instead of Horovod's
+backward_passes_per_step.
 MODE "hvd_api": Horovod's Keras API used directly, as its examples do (hvd.DistributedOptimizer,
 BroadcastGlobalVariablesCallback, MetricAverageCallback, LearningRateWarmupCallback, a rank-0
 ModelCheckpoint), with a Keras 3 SGD with momentum.
@@ -30,6 +33,7 @@ PER_RANK_BATCH = 8
 STEPS = 6
 WORLD = 2
 OVERFLOW_STEP = 2  # "mixed": the step whose batch overflows float16 on rank 1
+ACCUMULATE = 3  # "accum": the steps whose gradients each update averages
 
 
 def data():
@@ -59,11 +63,12 @@ def weights(net):
 
 
 class Record(keras.callbacks.Callback):
-    """The learning rate each batch saw, and the loss scale after each batch (mixed precision)."""
+    """The learning rate each batch saw; the loss scale and first kernel after each batch (mixed
+    precision)."""
 
     def __init__(self):
         super().__init__()
-        self.lrs, self.scales = [], []
+        self.lrs, self.scales, self.kernels = [], [], []
 
     def on_train_batch_begin(self, batch, logs=None):
         self.lrs.append(float(self.model.optimizer.learning_rate.numpy()))
@@ -72,14 +77,20 @@ class Record(keras.callbacks.Callback):
         scale = getattr(self.model.optimizer, "dynamic_scale", None)
         if scale is not None:
             self.scales.append(float(scale.numpy()))
+            self.kernels.append(self.model.get_weights()[0].tolist())
+
+
+def sgd(mode):
+    accumulate = ACCUMULATE if mode.endswith("accum") else None
+    return keras.optimizers.SGD(0.05, gradient_accumulation_steps=accumulate)
 
 
 def main(mode, out):
     x, y = data()
     result = {"mode": mode}
-    if mode == "single":
+    if mode in ("single", "single_accum"):
         net = model(seed=0)
-        net.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+        net.compile(optimizer=sgd(mode), loss="mse", metrics=["mae"])
         hist = net.fit(x, y, batch_size=PER_RANK_BATCH * WORLD, epochs=2, shuffle=False, verbose=0)
         result.update(weights=weights(net), history=hist.history)
         json.dump(result, open(out, "w"), default=float)
@@ -90,10 +101,10 @@ def main(mode, out):
     result.update(rank=rank, size=hvd.size())
     xs, ys = shard(x, rank), shard(y, rank)
     record = Record()
-    if mode in ("train", "train0"):
-        net = model(seed=0 if mode == "train0" else rank)
+    if mode in ("train", "train0", "accum"):
+        net = model(seed=rank if mode == "train" else 0)
         result["initial_weights"] = weights(net)
-        opt = rt.optimizer(keras.optimizers.SGD(0.05))
+        opt = rt.optimizer(sgd(mode))
         result["optimizer_class"] = type(opt).__name__
         net.compile(optimizer=opt, loss="mse", metrics=["mae"])
         hist = net.fit(xs,
@@ -146,6 +157,8 @@ def main(mode, out):
     elif mode == "mixed":
         keras.mixed_precision.set_global_policy("mixed_float16")
         net = model(seed=0)
+        # Small targets: gradients times the initial loss scale (2**15) stay finite in float16
+        ys = ys * 0.05
         if rank == 1:  # float16 overflows in this batch: inf gradients on this rank only
             xs[OVERFLOW_STEP * PER_RANK_BATCH] = 1e5
         net.compile(optimizer=rt.optimizer(keras.optimizers.SGD(0.05)), loss="mse")
@@ -157,7 +170,7 @@ def main(mode, out):
                        shuffle=False,
                        verbose=0,
                        callbacks=[record])
-        result["scales"] = record.scales
+        result.update(scales=record.scales, kernels=record.kernels)
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     hvd.allreduce(tf.constant(0.0), name="end")  # every rank is done before any exits

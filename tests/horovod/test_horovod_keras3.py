@@ -41,10 +41,17 @@ def test_rt_optimizer_averages_and_the_engine_callbacks_broadcast(tmp_path):
     assert r0["history"]["loss"][-1] < r0["history"]["loss"][0]
 
 
-def test_two_ranks_do_the_math_of_one_worker_with_the_global_batch(tmp_path):
-    pair = run_pair(tmp_path, "train0")
+@pytest.mark.parametrize("mode", [
+    "train0",
+    # Keras's gradient_accumulation_steps (what replaces Horovod's backward_passes_per_step for
+    # Keras 3): each update averages the steps' averaged gradients, as one worker's does.
+    "accum",
+])
+def test_two_ranks_do_the_math_of_one_worker_with_the_global_batch(mode, tmp_path):
+    pair = run_pair(tmp_path, mode)
     out = tmp_path / "single.json"
-    [(code, log, _)] = finish([start_task("single", out, worker=WORKER)], timeout=300)
+    single_mode = "single_accum" if mode == "accum" else "single"
+    [(code, log, _)] = finish([start_task(single_mode, out, worker=WORKER)], timeout=300)
     assert code == 0, log[-4000:]
     single = json.loads(out.read_text())
     for r in pair:
@@ -74,14 +81,19 @@ def test_custom_loop_apply_gradients_is_averaged(tmp_path):
 
 def test_mixed_precision_skips_the_same_steps_on_every_rank(tmp_path):
     """Rank 1 alone overflows in one step: both ranks must skip it (the loss scale halves on
-    both) and keep identical weights; a rank-local finiteness check would deadlock here."""
-    from tests.horovod.hvd_keras3_worker import OVERFLOW_STEP
+    both, the weights stay) and keep identical weights; a rank-local finiteness check would
+    deadlock here."""
+    from tests.horovod.hvd_keras3_worker import OVERFLOW_STEP, STEPS
 
     r0, r1 = run_pair(tmp_path, "mixed")
     assert r0["optimizer_class"] == "LossScaleOptimizer"
-    assert r0["scales"] == r1["scales"]
-    before, after = r0["scales"][OVERFLOW_STEP - 1:OVERFLOW_STEP + 1]
-    assert after == before / 2, r0["scales"]
+    scale = 2.0**15  # Keras's initial loss scale: it halves once, at the overflow step
+    for r in (r0, r1):
+        assert r["scales"] == [scale] * OVERFLOW_STEP + [scale / 2] * (STEPS - OVERFLOW_STEP)
+        kernels = [np.array(k) for k in r["kernels"]]
+        for step in range(1, STEPS):
+            assert np.array_equal(kernels[step], kernels[step - 1]) == (step == OVERFLOW_STEP)
+        assert all(np.isfinite(np.array(w)).all() for w in r["weights"])
     assert_weights_close(r0["weights"], r1["weights"], rtol=1e-6)
 
 

@@ -30,8 +30,13 @@ flags.DEFINE_string(
 flags.DEFINE_enum(
     "keras", str(D.keras), [str(k) for k in KERASES],
     "The Keras that builds the model and optimizer: 2 is tf-keras (`tf.keras` under tfdist), "
-    "3 is Keras 3 (`import keras`). Keras 3 trains under default, one_device, mirrored, "
-    "central_storage and multi_worker.")
+    "3 is Keras 3 (`import keras`). Both train under every --strategy.")
+flags.register_multi_flags_validator(
+    ["keras", "backward_passes_per_step"],
+    lambda v: v["keras"] != "3" or v["backward_passes_per_step"] == 1,
+    message="--backward_passes_per_step > 1 with --keras=3: Horovod accumulates gradients in "
+    "Keras 2 optimizer hooks that Keras 3 does not call. Use --keras=2, or in your own script "
+    "Keras 3's own accumulation (optimizer(..., gradient_accumulation_steps=N)).")
 flags.DEFINE_string(
     "pipeline", D.pipeline, "Input pipeline: a bundled recipe name (digits, "
     "image_folder, hdf5, tfds, synthetic) or the path of your own .py file.")

@@ -145,8 +145,9 @@ def distributed_optimizer(optimizer,
             "Horovod accumulates gradients in Keras 2 optimizer hooks that Keras 3 does not "
             "call. Use Keras 3's own accumulation instead: "
             f"`{type(optimizer).__name__}(..., gradient_accumulation_steps="
-            f"{backward_passes_per_step})` (the averaged gradients are all-reduced every step), "
-            "and backward_passes_per_step=1.")
+            f"{backward_passes_per_step})` and backward_passes_per_step=1. It updates with the "
+            "mean of the accumulated gradients (Horovod's average_aggregated_gradients=True; "
+            "Horovod's default sums them), all-reduced every step.")
     if getattr(optimizer, "built", False):
         raise HorovodKeras3Error(
             f"The {type(optimizer).__name__} optimizer already has its variables (it was built "
