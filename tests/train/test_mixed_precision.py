@@ -12,6 +12,9 @@ from tests.helpers import TFDIST, launch, requires_horovod, run
 pytestmark = pytest.mark.slow
 
 KERAS = {"2": "tf.keras", "3": "keras"}  # --keras: the module that loads the saved model
+# Keras 3's float16 convolutions are slow on CPUs (minutes): its Sequential is tested with the mlp,
+# whose first computing layer is the Flatten.
+MODEL = {"2": ("cnn", "Conv2D"), "3": ("mlp", "Flatten")}
 
 
 @pytest.mark.parametrize("keras", ["2", "3"])
@@ -20,7 +23,8 @@ def test_mixed_precision_trains(policy, keras, tmp_path):
     model_dir = tmp_path / "run"
     r = run([
         TFDIST, "train", "--pipeline=digits", "--epochs=4", f"--mixed_precision={policy}",
-        f"--keras={keras}", f"--model_dir={model_dir}", "--notensorboard"
+        f"--keras={keras}", f"--model={MODEL[keras][0]}", f"--model_dir={model_dir}",
+        "--notensorboard"
     ])
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     metrics = json.loads((model_dir / "metrics.json").read_text())
@@ -37,16 +41,20 @@ def test_mixed_precision_trains(policy, keras, tmp_path):
             "      m.layers[-1].dtype_policy.name)")
     out = run([sys.executable, "-c", code])
     assert out.returncode == 0, out.stderr[-2000:]
-    # Convolutions compute in reduced precision; the last layer makes the logits float32.
-    assert out.stdout.split()[-3:] == ["Conv2D", policy, "float32"]
+    # The layers compute in reduced precision; the last layer makes the logits float32.
+    assert out.stdout.split()[-3:] == [MODEL[keras][1], policy, "float32"]
 
 
 @pytest.mark.parametrize("keras", ["2", "3"])
-@pytest.mark.parametrize("strategy,n,extra", [
-    ("multi_worker", 2, []),
-    ("mirrored", 1, ["--cpu_devices=2"]),
-    pytest.param("horovod", 2, [], marks=[pytest.mark.horovod, requires_horovod]),
-])
+@pytest.mark.parametrize(
+    "strategy,n,extra",
+    [
+        ("multi_worker", 2, ["--epochs=3"]),
+        # One pipeline feeds both replicas: another data order, 0.889 after 3 epochs (both
+        # Kerases), 0.942 after 4.
+        ("mirrored", 1, ["--cpu_devices=2", "--epochs=4"]),
+        pytest.param("horovod", 2, ["--epochs=3"], marks=[pytest.mark.horovod, requires_horovod]),
+    ])
 def test_mixed_float16_with_two_replicas_scales_the_loss(strategy, n, extra, keras, tmp_path):
     model_dir = tmp_path / "run"
     r = launch(
@@ -57,7 +65,6 @@ def test_mixed_float16_with_two_replicas_scales_the_loss(strategy, n, extra, ker
         *extra,
         f"--keras={keras}",
         "--pipeline=digits",
-        "--epochs=3",
         "--model=mlp",  # float16 convolutions are slow on CPUs
         "--mixed_precision=mixed_float16",
         f"--model_dir={model_dir}",
