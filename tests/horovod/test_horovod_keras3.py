@@ -41,12 +41,14 @@ def test_rt_optimizer_averages_and_the_engine_callbacks_broadcast(tmp_path):
     assert r0["history"]["loss"][-1] < r0["history"]["loss"][0]
 
 
-@pytest.mark.parametrize("mode", [
-    "train0",
-    # Keras's gradient_accumulation_steps (what replaces Horovod's backward_passes_per_step for
-    # Keras 3): each update averages the steps' averaged gradients, as one worker's does.
-    "accum",
-])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "train0",
+        # Keras's gradient_accumulation_steps (what replaces Horovod's backward_passes_per_step for
+        # Keras 3): each update averages the steps' averaged gradients, as one worker's does.
+        "accum",
+    ])
 def test_two_ranks_do_the_math_of_one_worker_with_the_global_batch(mode, tmp_path):
     pair = run_pair(tmp_path, mode)
     out = tmp_path / "single.json"
