@@ -29,9 +29,11 @@ x_test, y_test = mnist_setup.test_data()
 _, accuracy = multi_worker_model.evaluate(x_test, y_test, verbose=0)
 if tf_config['task']['index'] == 0:
     with open(os.path.join(sys.argv[1], 'result.json'), 'w') as f:
-        json.dump({
-            'test_accuracy': accuracy,
-            'workers': num_workers,
-            # the version of the Keras package that defines the model: tf_keras (2.x) or keras
-            'keras': sys.modules[type(multi_worker_model).__module__.split('.')[0]].__version__
-        }, f)
+        json.dump(
+            {
+                'test_accuracy': accuracy,
+                'workers': num_workers,
+                # the version of the Keras package that defines the model: tf_keras (2.x) or keras
+                'keras': sys.modules[type(multi_worker_model).__module__.split('.')[0]].__version__
+            },
+            f)
