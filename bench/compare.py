@@ -76,8 +76,7 @@ def summarize(pair: dict, a_runs: dict, b_runs: dict, rounds: int) -> dict:
     """One comparison row from the runs of its two sides (round -> measurement)."""
     cpu = ratios(a_runs, b_runs, "cpu_per_sample")
     rate = ratios(a_runs, b_runs, "samples_per_sec")
-    cpu_m, cpu_lo, cpu_hi = interval(cpu)
-    rate_m, rate_lo, rate_hi = interval(rate)
+    cpu_ratio, rate_ratio = _rounded(*interval(cpu)), _rounded(*interval(rate))
 
     def side(runs):
         ok = [r for r in runs.values() if r.get("ok")]
@@ -89,19 +88,36 @@ def summarize(pair: dict, a_runs: dict, b_runs: dict, rounds: int) -> dict:
         }
 
     return {
-        "name": pair["name"],
-        "group": pair.get("group"),
-        "a": pair["a"]["label"],
-        "b": pair["b"]["label"],
-        "a_side": side(a_runs),
-        "b_side": side(b_runs),
-        "cpu_ratio": _rounded(cpu_m, cpu_lo, cpu_hi),
-        "cpu_ratio_rounds": cpu,
-        "rate_ratio": _rounded(rate_m, rate_lo, rate_hi),
-        "rate_ratio_rounds": rate,
-        "rounds": rounds,
-        "verdict": verdict(cpu_m, cpu_lo, cpu_hi, len(cpu), rounds, pair.get("subject", "A")),
-        "goal": pair.get("goal"),
+        "name":
+        pair["name"],
+        "group":
+        pair.get("group"),
+        "a":
+        pair["a"]["label"],
+        "b":
+        pair["b"]["label"],
+        "a_side":
+        side(a_runs),
+        "b_side":
+        side(b_runs),
+        "cpu_ratio":
+        cpu_ratio,
+        "cpu_ratio_rounds":
+        cpu,
+        "rate_ratio":
+        rate_ratio,
+        "rate_ratio_rounds":
+        rate,
+        "rounds":
+        rounds,
+        "subject":
+        pair.get("subject", "A"),
+        # From the interval as stored, so anyone can check it against the rule.
+        "verdict":
+        verdict(cpu_ratio["median"], cpu_ratio["low"], cpu_ratio["high"], len(cpu), rounds,
+                pair.get("subject", "A")),
+        "goal":
+        pair.get("goal"),
     }
 
 

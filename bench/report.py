@@ -2,17 +2,22 @@
 
   .venv/bin/python bench/report.py          # from the JSON files already in bench/results/
 
-The table is printed and written to bench/results/summary.md.
+The table is printed and written to bench/results/summary.md, and the tables of
+docs/benchmarks.md between the `<!-- bench:NAME -->` markers are rewritten from the same results
+(tests/test_readme.py checks that they agree).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, table  # noqa: E402
+from common import RESULTS, ROOT, table  # noqa: E402
+
+DOCS = os.path.join(ROOT, "docs", "benchmarks.md")
 
 NAMES = ("overhead", "allreduce", "weak_scaling", "startup", "input_pipeline")
 
@@ -59,8 +64,8 @@ def plot_overhead(data, plt) -> None:
     rows = [r for r in data["rows"] if r["cpu_ratio"]["median"] is not None]
     fig, ax = plt.subplots(figsize=(12, 4.5))
     x = list(range(len(rows)))
-    for key, offset, label in (("cpu_ratio", -0.2, "CPU-seconds per sample"),
-                               ("rate_ratio", 0.2, "samples/s")):
+    for key, offset, label in (("cpu_ratio", -0.2, "CPU-seconds per sample"), ("rate_ratio", 0.2,
+                                                                               "samples/s")):
         med = [r[key]["median"] for r in rows]
         lo = [r[key]["median"] - r[key]["low"] for r in rows]
         hi = [r[key]["high"] - r[key]["median"] for r in rows]
@@ -68,8 +73,10 @@ def plot_overhead(data, plt) -> None:
     ax.axhspan(0.98, 1.02, color="0.85", label="within 2 %")
     ax.axhline(1.0, color="k", linewidth=0.5)
     ax.set_xticks(x)
-    ax.set_xticklabels([f"{r['name']}\n{r['a']} / {r['b']}" for r in rows], fontsize=7,
-                       rotation=30, ha="right")
+    ax.set_xticklabels([f"{r['name']}\n{r['a']} / {r['b']}" for r in rows],
+                       fontsize=7,
+                       rotation=30,
+                       ha="right")
     ax.set_ylabel("ratio A / B (median, bootstrap 95 %)")
     ax.legend(fontsize=8)
     fig.suptitle("1. tfdist against its twin and against itself")
@@ -345,11 +352,58 @@ def summary_text() -> str:
     return text
 
 
+def _md(header, rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
+def docs_blocks() -> dict:
+    """The generated tables of docs/benchmarks.md, by marker name."""
+    blocks = {}
+    data = load("overhead")
+    if data:
+        setup, m = data["setup"], data["machine"]
+        quick = ("**A quick run** (`BENCH_QUICK=1`: 3 rounds of 3 short epochs, on a loaded "
+                 "machine), not the full `make bench`: the intervals are wide for that reason. "
+                 if setup.get("quick") else "")
+        blocks["overhead"] = (
+            f"{quick}{setup['rounds']} interleaved rounds of {setup['epochs']} epochs x "
+            f"{setup['steps_per_epoch']} steps, {m['date'][:10]}, load average "
+            f"{m['load_average'][0]} at the start and {data.get('load_average_end', ['?'])[0]} at "
+            "the end. A / B of the median per-round ratio, with its bootstrap 95 % interval.\n\n" +
+            _md(("comparison", "A / B", "CPU-ms per sample, A / B", "CPU ratio [95 %]",
+                 "samples/s, A / B", "samples/s ratio [95 %]", "verdict"),
+                [(r["name"], f"{r['a']} / {r['b']}",
+                  f"{_fmt(r['a_side']['cpu_per_sample_ms'], 4)} / "
+                  f"{_fmt(r['b_side']['cpu_per_sample_ms'], 4)}", interval_text(
+                      r["cpu_ratio"]), f"{_fmt(r['a_side']['samples_per_sec'], 0)} / "
+                  f"{_fmt(r['b_side']['samples_per_sec'], 0)}", interval_text(
+                      r["rate_ratio"]), r["verdict"]) for r in data["rows"]]))
+    other = rows()
+    if other:
+        blocks["others"] = _md(HEADER, other)
+    return blocks
+
+
+def update_docs(path: str = DOCS) -> None:
+    """Rewrite each `<!-- bench:NAME -->...<!-- /bench:NAME -->` block of the docs page."""
+    with open(path) as f:
+        text = f.read()
+    for name, block in docs_blocks().items():
+        text = re.sub(rf"(<!-- bench:{name} -->\n).*?(\n<!-- /bench:{name} -->)",
+                      lambda m, block=block: m.group(1) + block + m.group(2),
+                      text,
+                      flags=re.S)
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main() -> None:
     plots()
     text = summary_text()
     with open(os.path.join(RESULTS, "summary.md"), "w") as f:
         f.write("```\n" + text + "\n```\n")
+    update_docs()
     print(text)
 
 
