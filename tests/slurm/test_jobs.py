@@ -275,3 +275,30 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
     assert m["resumed_from"] is not None and m["epochs"] == epochs, m
     assert m["final"]["test_accuracy"] >= 0.97, m
     assert ("keras_digits: " in second) == own_script
+
+
+def test_scancel_ends_the_job_without_requeue(slurm, jobdir):
+    # scancel sends SIGTERM (then SIGKILL after KillWait, 5 s here), the signal a preemption
+    # sends too: the tasks stop and checkpoint alike, but a job its user cancelled must stay
+    # cancelled, never requeue itself. The tasks wait after step 30 until signalled (the test
+    # hook), so the job is training when scancel comes, on any machine.
+    job_id = submit(slurm,
+                    jobdir,
+                    "multi_worker.sbatch",
+                    "runs/cancel",
+                    env={
+                        "EPOCHS": 100000,
+                        "TFDIST_VERBOSE": 1,
+                        PAUSE_AFTER_STEP: 30
+                    })
+    log = jobdir / f"slurm-{job_id}.out"
+    deadline = time.monotonic() + 600  # includes time queued behind other jobs
+    while (log.read_text() if log.exists() else "").count("paused at global step") < 2:
+        assert time.monotonic() < deadline, slurm.job_info(job_id)
+        time.sleep(0.5)
+    slurm.cmd("scancel", job_id)
+    job = slurm.wait(job_id, jobdir, timeout=120)
+    assert job.state == "CANCELLED" and job.info.get("Restarts") == "0", job.describe()
+    assert "requeued Slurm job" not in job.log, job.describe()
+    assert re.search(rf"^0: .*not requeued: Slurm job {job_id} was cancelled", job.log,
+                     re.M), job.describe()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 from collections.abc import Mapping
 from typing import Optional
@@ -164,6 +165,22 @@ def requeue_wanted(environ: Optional[Mapping[str, str]] = None) -> bool:
     return environ.get(REQUEUE_ENV, "0") == "1"
 
 
+def cancelled(job_id: str) -> bool:
+    """Whether the job is being (or was) cancelled with scancel. slurmctld marks such a job
+    COMPLETING with no reason before its tasks get SIGTERM; at the time limit the reason is
+    TimeLimit, and a preempted job is still RUNNING. False when scontrol cannot say."""
+    try:
+        result = subprocess.run(["scontrol", "show", "job", "-o", job_id],
+                                capture_output=True,
+                                text=True,
+                                timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    fields = dict(re.findall(r"\b(JobState|Reason)=(\S+)", result.stdout))
+    state, reason = fields.get("JobState"), fields.get("Reason")
+    return state == "CANCELLED" or (state == "COMPLETING" and reason == "None")
+
+
 class RequeueFailed(ClusterError):
     """`scontrol requeue` did not requeue the job (the run stays resumable by re-submitting)."""
 
@@ -176,6 +193,12 @@ def requeue(environ: Optional[Mapping[str, str]] = None) -> bool:
     job = first_of(environ, _JOB_ID)
     if job is None:
         log.warning("not requeued: this process runs in no Slurm job (no SLURM_JOB_ID).")
+        return False
+    if cancelled(job[1]):
+        # scancel sends the SIGTERM a preemption sends, and Slurm requeues even a cancelled job.
+        log.warning(
+            "not requeued: Slurm job %s was cancelled (scancel); its checkpoint stays, "
+            "re-submit the same command to resume", job[1])
         return False
     try:
         result = subprocess.run(["scontrol", "requeue", job[1]], capture_output=True, text=True)
