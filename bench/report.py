@@ -381,7 +381,10 @@ def docs_blocks() -> dict:
                       r["rate_ratio"]), r["verdict"]) for r in data["rows"]]))
     other = rows()
     if other:
-        blocks["others"] = _md(HEADER, other)
+        note = ("The start-up and weak-scaling rows below are wall-clock figures of that quick run "
+                "(weak scaling: 1 round), on the same loaded machine: not for the record.\n\n"
+                if data and data["setup"].get("quick") else "")
+        blocks["others"] = note + _md(HEADER, other)
     return blocks
 
 
@@ -390,8 +393,9 @@ def update_docs(path: str = DOCS) -> None:
     with open(path) as f:
         text = f.read()
     for name, block in docs_blocks().items():
-        text = re.sub(rf"(<!-- bench:{name} -->\n).*?(\n<!-- /bench:{name} -->)",
-                      lambda m, block=block: m.group(1) + block + m.group(2),
+        text = re.sub(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->",
+                      lambda m, name=name, block=block:
+                      f"<!-- bench:{name} -->\n{block}\n<!-- /bench:{name} -->",
                       text,
                       flags=re.S)
     with open(path, "w") as f:
