@@ -14,7 +14,12 @@ def kinds(callbacks):
 
 def test_meter_and_preemption_by_default(tmp_path):
     engine = tfdist.init(strategy="one_device").engine
-    cbs = training_callbacks(engine, str(tmp_path), batch_size=8, tensorboard=False)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    try:  # the handler catches the signals: this test process gets its own back after
+        cbs = training_callbacks(engine, str(tmp_path), batch_size=8, tensorboard=False)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     assert {ThroughputMeter, PreemptionHandler} <= kinds(cbs)
     assert cbs.meter is not None and cbs.preemption is not None
 
