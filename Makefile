@@ -108,7 +108,8 @@ test-range:
 	PYTHON=$(PYTHON) bash tools/check_tf_range.sh
 
 # Benchmarks (bench/, not tests): JSON + PNG per benchmark in bench/results/, a summary table at
-# the end. Needs Horovod and the `bench` extra (matplotlib); about 10-17 minutes on 2 cores.
+# the end, the tables of docs/benchmarks.md rewritten. Needs Horovod and the `bench` extra
+# (matplotlib, scipy). BENCH_QUICK=1: the comparisons only, 3 short rounds (for iterating).
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	touch $@

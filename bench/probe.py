@@ -4,8 +4,16 @@ when its training started, how long each epoch took and its peak memory.
   python bench/probe.py OUT_PREFIX [--pin] [--exit_after_train] -- PROGRAM.py [ARGS...]
 
 Writes OUT_PREFIX.rank<R>.json (R from TFDIST_LAUNCH_RANK, HOROVOD_RANK or RANK). Timestamps are
-time.time(), so the driver can subtract its own launch time. The hooks wrap tf_keras'
-CallbackList when tf_keras is imported (nothing is imported here: the program picks its Keras).
+time.time(), so the driver can subtract its own launch time. The hooks wrap the CallbackList of
+tf_keras and of Keras 3 when either is imported (nothing is imported here: the program picks its
+Keras).
+
+CPU time of the whole run: with $BENCH_TREE_ROOT (the driver's pid) set, the process that trains
+sums user + system time (/proc/PID/stat, with the reaped children's) of every process descended
+from that pid, the driver excluded, when the second epoch begins and when the last one ends:
+`cpu_window` = [seconds at the start, seconds at the end, processes seen]. Every rank, the
+launcher, its guards, horovodrun and the parameter servers are in that tree, however they
+are started (sessions do not matter, parents do).
 
 --exit_after_train: end the process (status 0) when model.fit returns, so the runs stop paying
 for what each program does after training (evaluation, saving). It waits one second first: a rank
@@ -29,7 +37,9 @@ import time
 
 START = time.time()
 RANK_VARS = ("TFDIST_LAUNCH_RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "RANK")
-CALLBACKS_MODULE = "tf_keras.src.callbacks"
+CALLBACKS_MODULES = ("tf_keras.src.callbacks", "keras.src.callbacks.callback_list")
+TREE_ROOT = "BENCH_TREE_ROOT"
+TICKS = os.sysconf("SC_CLK_TCK")
 
 record: dict = {
     "probe_start": START,
@@ -54,6 +64,35 @@ def peak_rss_mb() -> float:
     return 0.0
 
 
+def tree_cpu_seconds() -> tuple[float, int]:
+    """User + system seconds of every process under $BENCH_TREE_ROOT (itself excluded), and how
+    many processes that is; (0, 0) without it."""
+    root = int(os.environ.get(TREE_ROOT, "0") or 0)
+    if not root:
+        return 0.0, 0
+    parent, ticks = {}, {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(b")") +
+                      2:].split()  # state ppid ... utime(11) stime cutime cstime
+        parent[int(name)] = int(fields[1])
+        ticks[int(name)] = sum(int(x) for x in fields[11:15])
+    total, count = 0, 0
+    for pid, t in ticks.items():
+        p, seen = parent.get(pid), 0
+        while p and p != root and seen < 64:
+            p, seen = parent.get(p), seen + 1
+        if p == root:
+            total, count = total + t, count + 1
+    return total / TICKS, count
+
+
 def patch_callback_list(module) -> None:
     cls = module.CallbackList
     original = {
@@ -75,6 +114,8 @@ def patch_callback_list(module) -> None:
         return result
 
     def on_epoch_begin(self, epoch, logs=None):
+        if len(record["epochs"]) == 1 and "cpu_window" not in record:
+            record["cpu_window"] = [tree_cpu_seconds()[0], None, None]
         state["epoch"] = [time.time(), None]
         return original["on_epoch_begin"](self, epoch, logs)
 
@@ -84,11 +125,16 @@ def patch_callback_list(module) -> None:
             state["epoch"][1] = time.time()
             record["epochs"].append(state["epoch"])
             state["epoch"] = None
+            last = epoch + 1 == (getattr(self, "params", None) or {}).get("epochs")
+            if "cpu_window" in record and last:
+                record["cpu_window"][1:] = tree_cpu_seconds()
         return result
 
     def on_train_end(self, logs=None):
         result = original["on_train_end"](self, logs)
         record["train_end"] = time.time()
+        if record.get("cpu_window", [0, 0])[1] is None:  # no epoch count in the params
+            record["cpu_window"][1:] = tree_cpu_seconds()
         write()
         if _out["exit_after_train"]:
             time.sleep(1.0)
@@ -103,10 +149,13 @@ def patch_callback_list(module) -> None:
 
 
 class _Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Patches tf_keras' CallbackList right after its module is executed."""
+    """Patches a Keras's CallbackList right after its module is executed."""
+
+    def __init__(self, module: str):
+        self.module = module
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != CALLBACKS_MODULE:
+        if fullname != self.module:
             return None
         sys.meta_path.remove(self)
         try:
@@ -160,7 +209,8 @@ def main() -> None:
         record["core"] = core
     _out["path"] = f"{prefix}.rank{me}.json"
     atexit.register(write)
-    sys.meta_path.insert(0, _Hook())
+    for module in CALLBACKS_MODULES:
+        sys.meta_path.insert(0, _Hook(module))
     sys.argv = program
     sys.path.insert(0, os.path.dirname(os.path.abspath(program[0])))
     runpy.run_path(program[0], run_name="__main__")

@@ -2,17 +2,22 @@
 
   .venv/bin/python bench/report.py          # from the JSON files already in bench/results/
 
-The table is printed and written to bench/results/summary.md.
+The table is printed and written to bench/results/summary.md, and the tables of
+docs/benchmarks.md between the `<!-- bench:NAME -->` markers are rewritten from the same results
+(tests/test_readme.py checks that they agree).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import RESULTS, table  # noqa: E402
+from common import RESULTS, ROOT, table  # noqa: E402
+
+DOCS = os.path.join(ROOT, "docs", "benchmarks.md")
 
 NAMES = ("overhead", "allreduce", "weak_scaling", "startup", "input_pipeline")
 
@@ -56,19 +61,25 @@ def _bars(ax, groups, series, values, errors=None, ylabel=""):
 
 
 def plot_overhead(data, plt) -> None:
-    groups = list(data["results"])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for ax, key, ylabel in ((axes[0], "samples_per_sec", "samples/s (global, steady state)"),
-                            (axes[1], "peak_rss_mb", "peak memory per process (MB)")):
-        values = {g: {} for g in groups}
-        errors = {g: {} for g in groups}
-        for g in groups:
-            for side in ("tfdist", "hand"):
-                s = (data["results"][g].get(side) or {}).get(key)
-                values[g][side] = _med(s)
-                errors[g][side] = _err(s)
-        _bars(ax, groups, ["tfdist", "hand"], values, errors, ylabel)
-    fig.suptitle("1. tfdist vs hand-written, 2 processes (median, min-max of rounds)")
+    rows = [r for r in data["rows"] if r["cpu_ratio"]["median"] is not None]
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    x = list(range(len(rows)))
+    for key, offset, label in (("cpu_ratio", -0.2, "CPU-seconds per sample"), ("rate_ratio", 0.2,
+                                                                               "samples/s")):
+        med = [r[key]["median"] for r in rows]
+        lo = [r[key]["median"] - r[key]["low"] for r in rows]
+        hi = [r[key]["high"] - r[key]["median"] for r in rows]
+        ax.errorbar([i + offset for i in x], med, yerr=[lo, hi], fmt="o", capsize=3, label=label)
+    ax.axhspan(0.98, 1.02, color="0.85", label="within 2 %")
+    ax.axhline(1.0, color="k", linewidth=0.5)
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{r['name']}\n{r['a']} / {r['b']}" for r in rows],
+                       fontsize=7,
+                       rotation=30,
+                       ha="right")
+    ax.set_ylabel("ratio A / B (median, bootstrap 95 %)")
+    ax.legend(fontsize=8)
+    fig.suptitle("1. tfdist against its twin and against itself")
     fig.tight_layout()
     fig.savefig(os.path.join(RESULTS, "overhead.png"), dpi=80)
 
@@ -192,27 +203,37 @@ def _spread(s):
     return f" (±{s['spread'] / 2:.0%})" if s and s.get("spread") is not None else ""
 
 
+def interval_text(r: dict) -> str:
+    """A ratio's median and its 95 % interval: "1.004 [0.991, 1.013]"."""
+    if r.get("median") is None:
+        return "-"
+    return f"{r['median']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
+
+
+COMPARISON_HEADER = ("comparison", "A / B", "CPU-ms/sample A", "B", "CPU ratio [95 %]",
+                     "samples/s A", "B", "samples/s ratio [95 %]", "verdict (CPU)")
+
+
+def comparison_rows() -> list:
+    """One line per comparison of bench/results/overhead.json."""
+    data = load("overhead")
+    out = []
+    for r in (data or {}).get("rows", []):
+        a, b = r["a_side"], r["b_side"]
+        out.append([
+            r["name"], f"{r['a']} / {r['b']}",
+            _fmt(a["cpu_per_sample_ms"], 4),
+            _fmt(b["cpu_per_sample_ms"], 4),
+            interval_text(r["cpu_ratio"]),
+            _fmt(a["samples_per_sec"], 0),
+            _fmt(b["samples_per_sec"], 0),
+            interval_text(r["rate_ratio"]), r["verdict"]
+        ])
+    return out
+
+
 def rows() -> list:
     out = []
-    data = load("overhead")
-    if data:
-        for g, r in data["results"].items():
-            t, h = r.get("tfdist") or {}, r.get("hand") or {}
-            tr, mr = r["throughput_ratio"], r["memory_ratio"]
-            out.append([
-                "1 overhead", f"{g} samples/s",
-                _fmt(_med(t.get("samples_per_sec")), 0),
-                _fmt(_med(h.get("samples_per_sec")), 0),
-                _fmt(_med(tr), 3) + _spread(tr), ">= 0.98",
-                _yes(None if _med(tr) is None else _med(tr) >= 0.98)
-            ])
-            out.append([
-                "1 overhead", f"{g} peak MB/process",
-                _fmt(_med(t.get("peak_rss_mb")), 0),
-                _fmt(_med(h.get("peak_rss_mb")), 0),
-                _fmt(_med(mr), 3) + _spread(mr), "<= 1.05",
-                _yes(None if _med(mr) is None else _med(mr) <= 1.05)
-            ])
     data = load("allreduce")
     if data:
         limit = data.get("tcp_limit_gb_per_s")
@@ -312,7 +333,15 @@ HEADER = ("benchmark", "measure", "tfdist", "reference", "ratio", "goal", "met")
 
 
 def summary_text() -> str:
-    text = table(rows(), HEADER)
+    text = ""
+    data = load("overhead")
+    if data:
+        setup = data["setup"]
+        text += (f"1 overhead: CPU-seconds per trained sample (all processes of the run) and "
+                 f"samples/s, A / B, {setup['rounds']} interleaved rounds"
+                 f"{' (QUICK run: not for the record)' if setup.get('quick') else ''}\n\n")
+        text += table(comparison_rows(), COMPARISON_HEADER) + "\n\n"
+    text += table(rows(), HEADER)
     data = next((d for d in (load(n) for n in NAMES) if d and "machine" in d), None)
     if data:
         m = data["machine"]
@@ -323,11 +352,62 @@ def summary_text() -> str:
     return text
 
 
+def _md(header, rows) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
+def docs_blocks() -> dict:
+    """The generated tables of docs/benchmarks.md, by marker name."""
+    blocks = {}
+    data = load("overhead")
+    if data:
+        setup, m = data["setup"], data["machine"]
+        quick = ("**A quick run** (`BENCH_QUICK=1`: 3 rounds of 3 short epochs, on a loaded "
+                 "machine), not the full `make bench`: the intervals are wide for that reason. "
+                 if setup.get("quick") else "")
+        blocks["overhead"] = (
+            f"{quick}{setup['rounds']} interleaved rounds of {setup['epochs']} epochs x "
+            f"{setup['steps_per_epoch']} steps, {m['date'][:10]}, load average "
+            f"{m['load_average'][0]} at the start and {data.get('load_average_end', ['?'])[0]} at "
+            "the end. A / B of the median per-round ratio, with its bootstrap 95 % interval.\n\n" +
+            _md(("comparison", "A / B", "CPU-ms per sample, A / B", "CPU ratio [95 %]",
+                 "samples/s, A / B", "samples/s ratio [95 %]", "verdict"),
+                [(r["name"], f"{r['a']} / {r['b']}",
+                  f"{_fmt(r['a_side']['cpu_per_sample_ms'], 4)} / "
+                  f"{_fmt(r['b_side']['cpu_per_sample_ms'], 4)}", interval_text(
+                      r["cpu_ratio"]), f"{_fmt(r['a_side']['samples_per_sec'], 0)} / "
+                  f"{_fmt(r['b_side']['samples_per_sec'], 0)}", interval_text(
+                      r["rate_ratio"]), r["verdict"]) for r in data["rows"]]))
+    other = rows()
+    if other:
+        note = ("The start-up and weak-scaling rows below are wall-clock figures of that quick run "
+                "(weak scaling: 1 round), on the same loaded machine: not for the record.\n\n"
+                if data and data["setup"].get("quick") else "")
+        blocks["others"] = note + _md(HEADER, other)
+    return blocks
+
+
+def update_docs(path: str = DOCS) -> None:
+    """Rewrite each `<!-- bench:NAME -->...<!-- /bench:NAME -->` block of the docs page."""
+    with open(path) as f:
+        text = f.read()
+    for name, block in docs_blocks().items():
+        text = re.sub(rf"<!-- bench:{name} -->.*?<!-- /bench:{name} -->",
+                      lambda m, name=name, block=block:
+                      f"<!-- bench:{name} -->\n{block}\n<!-- /bench:{name} -->",
+                      text,
+                      flags=re.S)
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main() -> None:
     plots()
     text = summary_text()
     with open(os.path.join(RESULTS, "summary.md"), "w") as f:
         f.write("```\n" + text + "\n```\n")
+    update_docs()
     print(text)
 
 

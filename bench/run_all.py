@@ -1,11 +1,13 @@
-"""`make bench`: every benchmark, then the plots and the summary table.
+"""`make bench`: every benchmark, then the plots, the summary table and the docs' tables.
 
   .venv/bin/python bench/run_all.py [--skip=NAME,...]
+  BENCH_QUICK=1 .venv/bin/python bench/run_all.py     # for iterating: the comparisons only,
+                                                       # 3 short rounds (not for the record)
 
 Runs, in this order: allreduce.py (2), training.py (1, 3, 4), input_pipeline.py (5); each writes
 bench/results/<name>.json. input_pipeline.json (written by that script) gets the machine record
-added here. Then report.py draws bench/results/<name>.png and prints the summary table.
-Sized for a 2-core machine: about 10-17 minutes.
+added here. Then report.py draws bench/results/<name>.png, prints the summary table and rewrites
+the generated tables of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ def main() -> None:
                         "input_pipeline")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
+    quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    if quick:
+        skip |= {"allreduce", "input_pipeline"}
+        STEPS["training"].append("--quick")
     started = time.time()
     failed = []
     for name, (script, *options) in STEPS.items():

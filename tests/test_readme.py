@@ -5,6 +5,7 @@ links lead to files that exist; nothing cites a file outside the repository."""
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,19 +34,31 @@ def test_input_benchmark_section_quotes_the_last_run():
     assert data["machine"]["date"][:10] in text
 
 
-def test_performance_table_quotes_the_summary():
-    """Each samples/s pair of the summary's rows 1 and 5 appears in the Benchmarks table."""
-    summary = (RESULTS / "summary.md").read_text()
-    table = section(BENCHMARKS, "## The last run")
-    rows = re.findall(r"^(1 overhead|5 input pipeline) +(.+?) samples/s +(\d+) +(\d+)", summary,
-                      re.M)
-    assert len(rows) == 6, summary
-    for _, what, tfdist, reference in rows:
-        line = next(
-            (x
-             for x in table.splitlines() if x.startswith("| ") and tfdist in x and reference in x),
-            None)
-        assert line is not None, f"{what}: {tfdist} vs {reference} not in the Benchmarks table"
+def test_performance_tables_are_generated_from_the_results():
+    """The Benchmarks page's tables between the bench markers are what bench/report.py makes of
+    bench/results/ (make bench rewrites them): every comparison's ratios, interval and verdict."""
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import compare
+        import report
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    blocks = report.docs_blocks()
+    data = json.loads((RESULTS / "overhead.json").read_text())
+    assert set(blocks) == {"overhead", "others"}
+    for name, block in blocks.items():
+        assert f"<!-- bench:{name} -->\n{block}\n<!-- /bench:{name} -->" in BENCHMARKS, name
+    for row in data["rows"]:
+        cpu = row["cpu_ratio"]
+        line = f"| {row['name']} | {row['a']} / {row['b']} |"
+        assert line in blocks["overhead"] and row["verdict"] in blocks["overhead"]
+        if cpu["median"] is not None:
+            assert f"{cpu['median']:.3f} [{cpu['low']:.3f}, {cpu['high']:.3f}]" in blocks[
+                "overhead"]
+        # The verdict follows from the stored interval by the one rule (bench/compare.py).
+        assert row["verdict"] == compare.verdict(cpu["median"], cpu["low"], cpu["high"],
+                                                 len(row["cpu_ratio_rounds"]), row["rounds"],
+                                                 row["subject"]), row["name"]
 
 
 def test_readme_is_a_short_front_page():

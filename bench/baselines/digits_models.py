@@ -21,7 +21,15 @@ def parse_args():
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--steps_per_epoch", type=int, default=50)
     parser.add_argument("--lr", type=float, default=0.05, help="single-worker rate, times workers")
+    parser.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
     return parser.parse_args()
+
+
+def make_optimizer(name, lr):
+    """SGD with momentum 0.9 or Adam, as `tfdist train --optimizer` makes them."""
+    if name == "adam":
+        return tf.keras.optimizers.Adam(lr)
+    return tf.keras.optimizers.SGD(lr, momentum=0.9)
 
 
 def load_data():

@@ -16,10 +16,10 @@ def test_flags_reach_the_train_config():
         "--epochs=3", "--batch_size=16", "--lr=0.2", "--lr_scaling=sqrt", "--warmup_epochs=1.5",
         "--lr_schedule=cosine", "--lr_decay_epochs=2", "--lr_decay_rate=0.5", "--optimizer=adam",
         "--mixed_precision=mixed_bfloat16", "--model_dir=/tmp/x", "--checkpoint_steps=7",
-        "--requeue", "--notensorboard", "--seed=9", "--noshuffle", "--steps_per_epoch=11",
-        "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024", "--collective=nccl",
-        "--task_gpus=share", "--nogpu_memory_growth", "--restart", "--pipeline_option=shape=8,8,1",
-        "--pipeline_option=num_train=64"
+        "--requeue", "--notensorboard", "--nometer", "--nopreemption", "--seed=9", "--noshuffle",
+        "--steps_per_epoch=11", "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024",
+        "--collective=nccl", "--task_gpus=share", "--nogpu_memory_growth", "--restart",
+        "--pipeline_option=shape=8,8,1", "--pipeline_option=num_train=64"
     ]
     verbosity = absl_logging.get_verbosity()  # parsing --verbosity changes absl's logger level
     flags.FLAGS.unparse_flags()
@@ -49,6 +49,8 @@ def test_flags_reach_the_train_config():
                               requeue=True,
                               restart=True,
                               tensorboard=False,
+                              meter=False,
+                              preemption=False,
                               seed=9,
                               shuffle=False,
                               steps_per_epoch=11,

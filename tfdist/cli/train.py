@@ -104,6 +104,14 @@ flags.register_validator("watchdog_timeout",
                          message="--watchdog_timeout: expected seconds (>= 0), 'auto' or 'off'.")
 flags.DEFINE_bool("tensorboard", D.tensorboard,
                   "Write TensorBoard logs to MODEL_DIR/logs (chief only).")
+flags.DEFINE_bool(
+    "meter", D.meter, "Count samples and time the wait for input inside each training step "
+    "(samples/s and input_wait in the epoch lines and metrics.json). --nometer leaves the step "
+    "as Keras builds it (bench/ measures what the meter costs).")
+flags.DEFINE_bool(
+    "preemption", D.preemption, "With --model_dir: on SIGTERM/SIGUSR1 every task stops after an "
+    "agreed step, checkpoints and exits 75 (the tasks agree about once a second). "
+    "--nopreemption: a signal ends the process as it would without tfdist.")
 flags.DEFINE_enum(
     "optimizer", None, list(OPTIMIZERS), "Optimizer (sgd has momentum 0.9). Default: sgd; "
     "parameter_server adam (SGD's stale asynchronous updates learned digits to 0.95-0.99 from run "
@@ -157,6 +165,8 @@ def config_from_flags() -> TrainConfig:
                        restart=f.restart,
                        watchdog_timeout=f.watchdog_timeout,
                        tensorboard=f.tensorboard,
+                       meter=f.meter,
+                       preemption=f.preemption,
                        seed=f.seed,
                        shuffle=f.shuffle,
                        steps_per_epoch=f.steps_per_epoch,
@@ -183,7 +193,7 @@ def main(argv: list[str]) -> None:
               flush=True)
         print("tfdist train: evaluations " + json.dumps(evaluations), flush=True)
     elif metrics is not None and metrics["rank"] == 0:
-        final, rate, done = metrics["final"], metrics["samples_per_sec"], metrics.get(
+        final, rate, done = metrics["final"], metrics.get("samples_per_sec"), metrics.get(
             "already_finished")
         if done:
             print(

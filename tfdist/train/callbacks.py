@@ -180,6 +180,7 @@ def training_callbacks(
         requeue: Optional[bool] = None,
         meter: bool = True,
         tensorboard: bool = True,
+        preemption: bool = True,
         progress: bool = False,
         identity: Optional[dict[str, Any]] = None,
         facts: Optional[dict[str, Any]] = None,
@@ -199,7 +200,7 @@ def training_callbacks(
     rank(s) (tfdist.train.watchdog); None: $TFDIST_WATCHDOG_TIMEOUT, else auto; 0: off.
     input_batches: the batches this task's pipeline delivered (rt.dataset counts them).
     """
-    if model_dir:
+    if model_dir and preemption:
         catch_signals()  # as early as the script lets us
     caps, chief = engine.capabilities, engine.is_chief
     global_batch = batch_size * max(1, engine.num_replicas_in_sync) if batch_size else None
@@ -226,10 +227,10 @@ def training_callbacks(
         if tensorboard and chief:
             cbs.append(_TensorBoard(os.path.join(model_dir, "logs")))
         requeue = requeue_wanted() if requeue is None else requeue
-        if caps.batch_callbacks:
+        if preemption and caps.batch_callbacks:
             several = engine.world_size > 1
             cbs.preemption = StepPreemptionHandler(engine, cbs.checkpoint, requeue, several)
-        else:
+        elif preemption:
             cbs.preemption = PreemptionHandler(engine, cbs.checkpoint, requeue)
     if progress and chief:
         cbs.append(EpochLine())

@@ -59,6 +59,8 @@ class TrainConfig:
     # TIMEOUT, else auto; "0"/"off": no watchdog (tfdist.train.watchdog)
     watchdog_timeout: Optional[str] = None
     tensorboard: bool = True
+    meter: bool = True  # samples/s and input wait counted in each step (tfdist.train.throughput)
+    preemption: bool = True  # with model_dir: a signal stops at an agreed step (train.preemption)
     seed: int = 0
     shuffle: bool = True
     steps_per_epoch: int = 0  # 0: one pass over the training split

@@ -32,7 +32,7 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
     # Before any task connects: a wrong option fails every task at once.
     options = check_options(load_pipeline(cfg.pipeline), cfg.pipeline, cfg.pipeline_options)
     cfg = dataclasses.replace(cfg, pipeline_options=options)
-    if cfg.model_dir:
+    if cfg.model_dir and cfg.preemption:
         catch_signals()  # from here on: one during start-up is acted on at the first check
     rt = tfdist.init(strategy=cfg.strategy,
                      num_ps=cfg.num_ps,
@@ -143,6 +143,8 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
                              checkpoint_steps=cfg.checkpoint_steps,
                              requeue=cfg.requeue,
                              tensorboard=cfg.tensorboard,
+                             meter=cfg.meter,
+                             preemption=cfg.preemption,
                              watchdog_timeout=cfg.watchdog_timeout,
                              identity=dict(model=cfg.model, seed=seed))
     model.fit(
