@@ -363,9 +363,13 @@ def docs_blocks() -> dict:
     data = load("overhead")
     if data:
         setup, m = data["setup"], data["machine"]
+        all_quick = all(r.get("quick", setup.get("quick")) for r in data["rows"])
         quick = ("**A quick run** (`BENCH_QUICK=1`: 3 rounds of 3 short epochs, on a loaded "
                  "machine), not the full `make bench`: the intervals are wide for that reason. "
-                 if setup.get("quick") else "")
+                 if all_quick else
+                 "Rows marked *(quick)* are from a quick run (`BENCH_QUICK=1`: 3 rounds of 3 short "
+                 "epochs, on a loaded machine; their intervals are wide for that reason); the "
+                 "others from " if setup.get("quick") else "")
         blocks["overhead"] = (
             f"{quick}{setup['rounds']} interleaved rounds of {setup['epochs']} epochs x "
             f"{setup['steps_per_epoch']} steps, {m['date'][:10]}, load average "
@@ -373,8 +377,8 @@ def docs_blocks() -> dict:
             "the end. A / B of the median per-round ratio, with its bootstrap 95 % interval.\n\n" +
             _md(("comparison", "A / B", "CPU-ms per sample, A / B", "CPU ratio [95 %]",
                  "samples/s, A / B", "samples/s ratio [95 %]", "verdict"),
-                [(r["name"], f"{r['a']} / {r['b']}",
-                  f"{_fmt(r['a_side']['cpu_per_sample_ms'], 4)} / "
+                [(r["name"] + (" *(quick)*" if r.get("quick") and not all_quick else ""),
+                  f"{r['a']} / {r['b']}", f"{_fmt(r['a_side']['cpu_per_sample_ms'], 4)} / "
                   f"{_fmt(r['b_side']['cpu_per_sample_ms'], 4)}", interval_text(
                       r["cpu_ratio"]), f"{_fmt(r['a_side']['samples_per_sec'], 0)} / "
                   f"{_fmt(r['b_side']['samples_per_sec'], 0)}", interval_text(

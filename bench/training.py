@@ -1,7 +1,7 @@
 """Benchmarks 1, 3 and 4: tfdist against hand-written TensorFlow and Horovod, in CPU-seconds per
 trained sample, plus tfdist's own variants (Keras 3, each per-step addition on/off).
 
-  .venv/bin/python bench/training.py [--rounds=9] [--quick] [--only=SUBSTRING,...]
+  .venv/bin/python bench/training.py [--rounds=9] [--quick] [--only=NAME_START,...]
 
 Every comparison goes through bench/compare.py's `compare` (interleaved rounds, A B B A ..., the
 median ratio with a bootstrap 95 % interval and its verdict):
@@ -313,6 +313,32 @@ def weak_scaling(rows: list[dict], runs: list[dict]) -> dict:
     return out
 
 
+def load_result(name: str) -> dict | None:
+    path = os.path.join(BENCH, "results", f"{name}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def merge_rows(previous: dict | None, rows: list[dict]) -> list[dict]:
+    """--only: this run's rows in place of the same rows of the results on record, the others
+    kept (each says which run it is from), in the order of pairs()."""
+    kept = {}
+    if previous:
+        setup = previous["setup"]
+        for row in previous["rows"]:
+            kept[row["name"]] = {
+                "quick": setup.get("quick"),
+                "epochs": setup["epochs"],
+                "steps_per_epoch": setup["steps_per_epoch"],
+                **row
+            }
+    kept.update({row["name"]: row for row in rows})
+    order = [p["name"] for p in pairs()]
+    return sorted(kept.values(), key=lambda r: order.index(r["name"]) if r["name"] in order else 99)
+
+
 def _met(values: list, test) -> bool | None:
     values = [v for v in values if v is not None]
     return bool(test(statistics.median(values))) if values else None
@@ -329,7 +355,10 @@ def main() -> None:
                         help="3 rounds, 1 of weak scaling, "
                         "3 epochs of 25 steps: for iterating, not for the record")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
-    parser.add_argument("--only", default="", help="comma-separated substrings of pair names")
+    parser.add_argument("--only",
+                        default="",
+                        help="comma-separated beginnings of pair names, e.g. "
+                        "'multi_worker/,horovod/' (the twin rows of both engines), 'keras3/'")
     parser.add_argument("--keep", action="store_true", help="keep the logs and probe files")
     args = parser.parse_args()
     if args.quick:
@@ -338,7 +367,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
     todo = pairs()
     if args.only:
-        todo = [p for p in todo if any(s in p["name"] for s in args.only.split(","))]
+        todo = [p for p in todo if p["name"].startswith(tuple(args.only.split(",")))]
     started = time.time()
     rows = compare(todo, args.rounds, lambda cfg, i: measure(cfg, args, work, i))
     weak_runs = []
@@ -404,6 +433,11 @@ def main() -> None:
             "results": startup(rows, [r for r in weak_runs if r["model"] == "cnn"], env_times)
         },
     }
+    for row in rows:  # which run each row is from, so rows of several runs can stand together
+        row.update(quick=args.quick, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch)
+    if args.only:
+        results["overhead"]["rows"] = merge_rows(load_result("overhead"), rows)
+        setup["quick"] = any(r.get("quick") for r in results["overhead"]["rows"])
     for name, result in results.items():
         if args.only and name != "overhead":
             continue
