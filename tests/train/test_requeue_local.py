@@ -88,7 +88,8 @@ def test_usr1_checkpoints_and_exits_75_without_requeue(keras, tmp_path):
 def test_requeue_calls_scontrol_once_from_rank_0_with_the_job_id(tmp_path):
     status, out, calls = preempt_with_usr1(tmp_path, "--requeue")
     assert status == 75, out[-3000:]
-    assert calls == [f"rank=0 requeue {JOB_ID}"]
+    # Rank 0 asks whether the job was cancelled (scancel: never requeue), then requeues.
+    assert calls == [f"rank=0 show job -o {JOB_ID}", f"rank=0 requeue {JOB_ID}"]
     assert f"requeued Slurm job {JOB_ID}" in out
     line = out[out.index(checkpoint_of(out, tmp_path)):].splitlines()[0]
     assert line.endswith("The job was requeued and resumes from it."), line
@@ -97,7 +98,8 @@ def test_requeue_calls_scontrol_once_from_rank_0_with_the_job_id(tmp_path):
 def test_a_failing_scontrol_is_reported(tmp_path):
     status, out, calls = preempt_with_usr1(tmp_path, "--requeue", FAKE_SCONTROL_FAIL="1")
     assert status == 75, out[-3000:]  # still resumable by hand
-    assert calls == [f"rank=0 requeue {JOB_ID}"]
+    # Rank 0 asks whether the job was cancelled (scancel: never requeue), then requeues.
+    assert calls == [f"rank=0 show job -o {JOB_ID}", f"rank=0 requeue {JOB_ID}"]
     line = out[out.index(checkpoint_of(out, tmp_path)):].splitlines()[0]
     assert (f"`scontrol requeue {JOB_ID}` failed with status 1: slurm_requeue error: Requested "
             f"operation is presently disabled for job {JOB_ID}." in line), line

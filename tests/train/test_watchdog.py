@@ -152,7 +152,8 @@ def test_requeued_at_most_max_restarts_then_a_plain_failure(tmp_path, slurm_job)
                        "(SLURM_RESTART_COUNT=0): hang 0; run 2 (SLURM_RESTART_COUNT=1): hang 1; "
                        "now run 3: hang 2. Find the cause in the stacks above before "
                        "resubmitting.")
-    assert slurm_job.read_text().splitlines() == ["requeue 77", "requeue 77"]
+    # Each time: is the job cancelled (scancel: never requeue)? then requeue.
+    assert slurm_job.read_text().splitlines() == ["show job -o 77", "requeue 77"] * 2
     history = [json.loads(line) for line in open(os.path.join(progress, "restarts.jsonl"))]
     assert [(h["restart"], h["requeued"]) for h in history] == [(0, True), (1, True), (2, False)]
 
