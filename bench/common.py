@@ -6,6 +6,7 @@ Imports no TensorFlow: the drivers stay light, the measured processes load it th
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import signal
@@ -82,6 +83,15 @@ def ratio(a: Optional[float], b: Optional[float], digits: int = 3) -> Optional[f
     if a is None or not b:
         return None
     return round(a / b, digits)
+
+
+def load_result(name: str) -> Optional[dict]:
+    """bench/results/<name>.json as last written, or None."""
+    path = os.path.join(RESULTS, f"{name}.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 def write_result(name: str, result: dict) -> str:

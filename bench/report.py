@@ -9,25 +9,17 @@ docs/benchmarks.md between the `<!-- bench:NAME -->` markers are rewritten from 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import RESULTS, ROOT, table  # noqa: E402
+from common import load_result as load  # noqa: E402
 
 DOCS = os.path.join(ROOT, "docs", "benchmarks.md")
 
 NAMES = ("overhead", "allreduce", "weak_scaling", "startup", "input_pipeline")
-
-
-def load(name: str):
-    path = os.path.join(RESULTS, f"{name}.json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
 
 
 def _med(s):

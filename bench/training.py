@@ -40,7 +40,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BENCH, BIN, free_port_block, machine, quiet_env  # noqa: E402
+from common import BENCH, BIN, free_port_block, load_result, machine, quiet_env  # noqa: E402
 from common import run, start, summary, wait_all, write_result  # noqa: E402
 from compare import compare  # noqa: E402
 
@@ -311,14 +311,6 @@ def weak_scaling(rows: list[dict], runs: list[dict]) -> dict:
             "met": None,
         }
     return out
-
-
-def load_result(name: str) -> dict | None:
-    path = os.path.join(BENCH, "results", f"{name}.json")
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
 
 
 def merge_rows(previous: dict | None, rows: list[dict]) -> list[dict]:

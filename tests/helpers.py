@@ -169,3 +169,19 @@ def tfdist_log(caplog):
     finally:
         logger.removeHandler(caplog.handler)
         logger.setLevel(level)
+
+
+def assert_one_skipped_step(result: dict, overflow_step: int, steps: int) -> None:
+    """A mixed_float16 run whose gradients overflowed (on one replica) in step `overflow_step`:
+    Keras's loss scale (initially 2**15) halved once, at that step, whose update was skipped; every
+    other step updated the weights, which stayed finite. `result`: the scale and a kernel after
+    each step ("scales", "kernels") and the final "weights"."""
+    import numpy as np
+
+    scale = 2.0**15
+    assert result["scales"] == [scale] * overflow_step + [scale / 2] * (steps - overflow_step)
+    kernels = [np.array(k) for k in result["kernels"]]
+    for step in range(1, steps):
+        same = np.array_equal(kernels[step], kernels[step - 1])
+        assert same == (step == overflow_step), step
+    assert all(np.isfinite(np.array(w)).all() for w in result["weights"])
