@@ -1,14 +1,20 @@
 """The one way bench/ compares two ways of training: CPU-seconds per trained sample, in
-interleaved rounds, with a bootstrap interval and a verdict that follows from it.
+alternating slices of the two runs, with a bootstrap interval and a verdict that follows from it.
 
-Wall-clock time on a shared 2-core VM moves with the neighbours by +-10-20 % from minute to
-minute; the CPU time the run's processes spend per trained sample moves much less, so that is
-what decides. samples/s is reported beside it.
+Why slices. On a shared 2-core VM the speed of the same code drifts by 10-20 % over tens of seconds
+(the neighbours), and CPU time drifts with it: a run of the same script measured 0.30 and 0.36
+CPU-ms per sample minutes apart, and one run moved between the two within itself. Whole runs one
+after the other (A, then B, then B, then A, ...) therefore scatter by +-10 % however long each is.
+So both runs are started together, brought past their warm-up, and then only one runs at a time:
+the other's whole process tree is stopped (SIGSTOP). A runs for a slice of about a second, is
+stopped right after a finished step, then B, then B again, then A (A B, B A, A B, ...): the two
+sides of a round are measured within two seconds of each other, under the same drift, and no
+round pays for start-up. Each slice measures the CPU seconds of the run's whole tree (read while
+it is stopped, so it is final) and the steps rank 0 finished (bench/probe.py counts them).
 
-`compare(pairs, rounds, run)` runs every pair once per round, the two sides back to back and
-their order alternating (A B, B A, A B, ...: "tfdist, twin, twin, tfdist"), and returns one row
-per pair: the per-round ratios A/B of CPU-seconds per sample and of samples/s, their medians,
-a bootstrap 95 % interval of each median, and the verdict of the CPU ratio:
+`compare(pairs, rounds, start)` measures each pair that way and returns one row per pair: the
+per-round ratios A/B of CPU-seconds per sample and of samples/s, their medians, a bootstrap 95 %
+interval of each median, and the verdict of the CPU ratio:
 - "within 2 %": the whole interval lies in [0.98, 1.02];
 - "A costs X ± Y %": the interval is at most +-3 % wide (X: the median's excess, Y: half the
   interval's width), but not inside the 2 % band;
@@ -18,17 +24,23 @@ Imports no TensorFlow.
 
 from __future__ import annotations
 
+import mmap
 import statistics
+import struct
+import subprocess
 import time
 from typing import Callable, Optional, Sequence
 
 import numpy as np
 from scipy import stats
 
+import tree
+
 WITHIN = 0.02  # "within 2 %": the interval inside [1 - WITHIN, 1 + WITHIN]
 TELLS = 0.03  # an interval wider than +-3 % cannot tell
 MIN_ROUNDS = 5  # fewer rounds that ran on both sides: no interval worth stating
 CONFIDENCE = 0.95
+STEP_WAIT = 60.0  # seconds a slice waits for the step (or epoch) it is in to finish
 
 
 def interval(values: Sequence[float], seed: int = 0) -> tuple[Optional[float], ...]:
@@ -84,7 +96,6 @@ def summarize(pair: dict, a_runs: dict, b_runs: dict, rounds: int) -> dict:
             "runs_ok": len(ok),
             "cpu_per_sample_ms": _median([1000 * r["cpu_per_sample"] for r in ok]),
             "samples_per_sec": _median([r["samples_per_sec"] for r in ok]),
-            "peak_rss_mb": _median([max(r["peak_rss_mb"]) for r in ok if r.get("peak_rss_mb")]),
         }
 
     return {
@@ -121,32 +132,141 @@ def summarize(pair: dict, a_runs: dict, b_runs: dict, rounds: int) -> dict:
     }
 
 
+class RunFailed(Exception):
+    pass
+
+
+class Run:
+    """A started run: the processes the driver started (the roots of its tree), rank 0's count of
+    finished steps (the 8 bytes of `steps_file`, written by bench/probe.py), the samples one of
+    those steps trains, and the run's log."""
+
+    def __init__(self, procs: Sequence[subprocess.Popen], steps_file: str, samples_per_step: int,
+                 log: str):
+        self.procs, self.samples_per_step, self.log = list(procs), samples_per_step, log
+        with open(steps_file, "rb") as f:
+            self._steps = mmap.mmap(f.fileno(), 8, access=mmap.ACCESS_READ)
+
+    @property
+    def roots(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def steps(self) -> int:
+        return struct.unpack_from("<q", self._steps)[0]
+
+    def check(self, label: str) -> None:
+        """Raise RunFailed if a root process ended: a measured run trains until it is killed."""
+        ended = [p.returncode for p in self.procs if p.poll() is not None]
+        if ended:
+            raise RunFailed(
+                f"{label} ended (status {ended}) at step {self.steps()}: see {self.log}")
+
+
+def steps_file(path: str) -> str:
+    """An 8-byte step counter for bench/probe.py ($BENCH_STEPS_FILE), zeroed."""
+    with open(path, "wb") as f:
+        f.write(bytes(8))
+    return path
+
+
+def stop_after_step(run: Run, label: str, within: float) -> None:
+    """Let the run finish the step it is in, then stop its tree: every slice holds whole steps."""
+    last, deadline = run.steps(), time.monotonic() + within
+    while run.steps() == last and time.monotonic() < deadline:
+        time.sleep(0.0002)
+    if not tree.stop(run.roots):
+        raise RunFailed(f"{label}: a process did not stop: see {run.log}")
+
+
+def warm_up(runs: dict, warm_steps: int, timeout: float) -> None:
+    """Both runs train at once until each has finished `warm_steps` (graph tracing and the first
+    epoch's end behind it); each is stopped when it gets there."""
+    deadline = time.monotonic() + timeout
+    waiting = dict(runs)
+    while waiting:
+        for label, run in list(waiting.items()):
+            run.check(label)
+            if run.steps() >= warm_steps:
+                stop_after_step(run, label, within=timeout)
+                del waiting[label]
+        if waiting and time.monotonic() > deadline:
+            raise RunFailed(f"{', '.join(waiting)} did not finish {warm_steps} steps in "
+                            f"{timeout:.0f} s: see {next(iter(waiting.values())).log}")
+        time.sleep(0.02)
+
+
+def measure_slice(run: Run, label: str, seconds: float) -> dict:
+    """Continue the stopped run for about `seconds`, stop it after a finished step, and return
+    what the slice cost: CPU seconds of the whole tree, steps, wall seconds."""
+    cpu0, _ = tree.cpu_seconds(run.roots)
+    steps0, wall0 = run.steps(), time.monotonic()
+    tree.resume(run.roots)
+    time.sleep(seconds)
+    stop_after_step(run, label, within=STEP_WAIT)
+    wall = time.monotonic() - wall0
+    cpu1, processes = tree.cpu_seconds(run.roots)
+    run.check(label)
+    steps = run.steps() - steps0
+    if steps <= 0:
+        raise RunFailed(f"{label} finished no step in a {wall:.1f} s slice: see {run.log}")
+    samples = steps * run.samples_per_step
+    return {
+        "ok": True,
+        "steps": steps,
+        "wall_s": round(wall, 4),
+        "cpu_seconds": round(cpu1 - cpu0, 3),
+        "cpu_per_sample": (cpu1 - cpu0) / samples,
+        "samples_per_sec": round(samples / wall, 2),
+        "processes": processes,
+    }
+
+
 def compare(pairs: Sequence[dict],
             rounds: int,
-            run: Callable[[dict, int], dict],
+            start: Callable[[dict], Run],
+            slice_seconds: float = 1.0,
+            warm_steps: int = 100,
+            timeout: float = 300.0,
             log: Callable[[str], None] = print) -> list[dict]:
-    """Run each pair ({"name", "a": cfg, "b": cfg, "subject", "group", "goal"}; a cfg has a
-    "label") `rounds` times, interleaved, and summarize each. `run(cfg, round)` measures one run:
-    {"ok", "cpu_per_sample", "samples_per_sec", ...}. Returns the rows and keeps every run in
-    row["runs"]."""
-    measured = {p["name"]: ({}, {}) for p in pairs}
-    started = time.time()
-    for i in range(rounds):
-        log(f"round {i + 1}/{rounds} ({time.time() - started:.0f} s)")
-        for pair in pairs:
-            sides = ((0, pair["a"]), (1, pair["b"]))
-            for index, cfg in (sides if i % 2 == 0 else sides[::-1]):
-                measured[pair["name"]][index][i] = run(cfg, i)
+    """Measure each pair ({"name", "a": cfg, "b": cfg, "subject", "group", "goal"}; a cfg has a
+    "label"; a pair may set its own "rounds") in `rounds` rounds of alternating slices and
+    summarize each. `start(cfg)` starts a run that trains until killed. Returns the rows, every
+    slice kept in row["runs"]."""
     rows = []
     for pair in pairs:
-        a_runs, b_runs = measured[pair["name"]]
-        a_ok = {i: r for i, r in a_runs.items() if r.get("ok")}
-        b_ok = {i: r for i, r in b_runs.items() if r.get("ok")}
-        row = summarize(pair, a_ok, b_ok, rounds)
-        row["runs"] = {
-            "a": [a_runs[i] for i in sorted(a_runs)],
-            "b": [b_runs[i] for i in sorted(b_runs)]
-        }
+        n = pair.get("rounds", rounds)
+        started = time.monotonic()
+        measured: tuple[dict, dict] = ({}, {})
+        runs: dict = {}
+        error, memory = None, {}
+        try:
+            for label in ("a", "b"):
+                runs[label] = start(pair[label])
+            warm_up(runs, warm_steps, timeout)
+            for i in range(n):
+                for index, label in (((0, "a"), (1, "b")) if i % 2 == 0 else ((1, "b"), (0, "a"))):
+                    measured[index][i] = measure_slice(runs[label], label, slice_seconds)
+            memory = {label: tree.peak_rss_mb(run.roots) for label, run in runs.items()}
+        except RunFailed as e:
+            error = str(e)
+            log(f"  {pair['name']}: FAILED: {error}")
+        finally:
+            for run in runs.values():
+                tree.kill(run.roots)
+                for p in run.procs:
+                    p.wait()
+        row = summarize(pair, *measured, n)
+        row.update(error=error,
+                   seconds=round(time.monotonic() - started, 1),
+                   runs={
+                       "a": [measured[0][i] for i in sorted(measured[0])],
+                       "b": [measured[1][i] for i in sorted(measured[1])]
+                   })
+        row["a_side"]["peak_rss_mb"] = memory.get("a")
+        row["b_side"]["peak_rss_mb"] = memory.get("b")
+        c, r = row["cpu_ratio"], row["rate_ratio"]
+        log(f"  {pair['name']}: CPU/sample {c['median']} [{c['low']}, {c['high']}], samples/s "
+            f"{r['median']} [{r['low']}, {r['high']}]: {row['verdict']} ({row['seconds']:.0f} s)")
         rows.append(row)
     return rows
 

@@ -8,12 +8,10 @@ time.time(), so the driver can subtract its own launch time. The hooks wrap the 
 tf_keras and of Keras 3 when either is imported (nothing is imported here: the program picks its
 Keras).
 
-CPU time of the whole run: with $BENCH_TREE_ROOT (the driver's pid) set, the process that trains
-sums user + system time (/proc/PID/stat, with the reaped children's) of every process descended
-from that pid, the driver excluded, when the second epoch begins and when the last one ends:
-`cpu_window` = [seconds at the start, seconds at the end, processes seen]. Every rank, the
-launcher, its guards, horovodrun and the parameter servers are in that tree, however they
-are started (sessions do not matter, parents do).
+Steps for bench/compare.py's slices: with $BENCH_STEPS_FILE set (an 8-byte file), rank 0 keeps
+its count of finished training steps there (little-endian int64, shared memory), which the driver
+reads to stop a run right after a step and to count the samples of a slice. The CPU time is read
+by the driver, from outside (bench/tree.py).
 
 --exit_after_train: end the process (status 0) when model.fit returns, so the runs stop paying
 for what each program does after training (evaluation, saving). It waits one second first: a rank
@@ -30,22 +28,23 @@ import atexit
 import importlib.abc
 import importlib.util
 import json
+import mmap
 import os
 import runpy
+import struct
 import sys
 import time
 
 START = time.time()
 RANK_VARS = ("TFDIST_LAUNCH_RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "RANK")
 CALLBACKS_MODULES = ("tf_keras.src.callbacks", "keras.src.callbacks.callback_list")
-TREE_ROOT = "BENCH_TREE_ROOT"
-TICKS = os.sysconf("SC_CLK_TCK")
+STEPS_FILE = "BENCH_STEPS_FILE"
 
 record: dict = {
     "probe_start": START,
     "epochs": [],
     "first_step_begin": None,
-    "first_step_end": None
+    "first_step_end": None,
 }
 
 
@@ -64,35 +63,6 @@ def peak_rss_mb() -> float:
     return 0.0
 
 
-def tree_cpu_seconds() -> tuple[float, int]:
-    """User + system seconds of every process under $BENCH_TREE_ROOT (itself excluded), and how
-    many processes that is; (0, 0) without it."""
-    root = int(os.environ.get(TREE_ROOT, "0") or 0)
-    if not root:
-        return 0.0, 0
-    parent, ticks = {}, {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rindex(b")") +
-                      2:].split()  # state ppid ... utime(11) stime cutime cstime
-        parent[int(name)] = int(fields[1])
-        ticks[int(name)] = sum(int(x) for x in fields[11:15])
-    total, count = 0, 0
-    for pid, t in ticks.items():
-        p, seen = parent.get(pid), 0
-        while p and p != root and seen < 64:
-            p, seen = parent.get(p), seen + 1
-        if p == root:
-            total, count = total + t, count + 1
-    return total / TICKS, count
-
-
 def patch_callback_list(module) -> None:
     cls = module.CallbackList
     original = {
@@ -109,32 +79,31 @@ def patch_callback_list(module) -> None:
 
     def on_train_batch_end(self, batch, logs=None):
         result = original["on_train_batch_end"](self, batch, logs)
+        if _steps["map"] is not None:
+            _steps["count"] += 1
+            if not _steps["at_epoch_end"]:
+                struct.pack_into("<q", _steps["map"], 0, _steps["count"])
         if record["first_step_end"] is None:
             record["first_step_end"] = time.time()
         return result
 
     def on_epoch_begin(self, epoch, logs=None):
-        if len(record["epochs"]) == 1 and "cpu_window" not in record:
-            record["cpu_window"] = [tree_cpu_seconds()[0], None, None]
         state["epoch"] = [time.time(), None]
         return original["on_epoch_begin"](self, epoch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
         result = original["on_epoch_end"](self, epoch, logs)
+        if _steps["map"] is not None and _steps["at_epoch_end"]:
+            struct.pack_into("<q", _steps["map"], 0, _steps["count"])
         if state["epoch"] is not None:
             state["epoch"][1] = time.time()
             record["epochs"].append(state["epoch"])
             state["epoch"] = None
-            last = epoch + 1 == (getattr(self, "params", None) or {}).get("epochs")
-            if "cpu_window" in record and last:
-                record["cpu_window"][1:] = tree_cpu_seconds()
         return result
 
     def on_train_end(self, logs=None):
         result = original["on_train_end"](self, logs)
         record["train_end"] = time.time()
-        if record.get("cpu_window", [0, 0])[1] is None:  # no epoch count in the params
-            record["cpu_window"][1:] = tree_cpu_seconds()
         write()
         if _out["exit_after_train"]:
             time.sleep(1.0)
@@ -178,6 +147,17 @@ class _Hook(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 _out = {"path": None, "exit_after_train": False}
+# Rank 0's count of finished steps, in the 8 bytes of $BENCH_STEPS_FILE (shared memory: the
+# driver of bench/compare.py's alternating slices reads it without a system call on this side).
+# Under parameter_server, model.fit only schedules the steps and its callbacks run ahead of the
+# work; the epoch's end waits for all of them (coordinator.join): $BENCH_COUNT_AT=epoch publishes
+# the count there only.
+_steps = {"map": None, "count": 0, "at_epoch_end": os.environ.get("BENCH_COUNT_AT") == "epoch"}
+
+
+def share_steps(path: str) -> None:
+    with open(path, "r+b") as f:
+        _steps["map"] = mmap.mmap(f.fileno(), 8)
 
 
 def write() -> None:
@@ -208,6 +188,8 @@ def main() -> None:
         os.environ["OMP_NUM_THREADS"] = "1"
         record["core"] = core
     _out["path"] = f"{prefix}.rank{me}.json"
+    if me == 0 and os.environ.get(STEPS_FILE):
+        share_steps(os.environ[STEPS_FILE])
     atexit.register(write)
     for module in CALLBACKS_MODULES:
         sys.meta_path.insert(0, _Hook(module))

@@ -275,7 +275,8 @@ def rows() -> list:
                 "3 weak scaling", f"resnet_small {g} efficiency",
                 _fmt(_med(r["two_workers"]), 0),
                 _fmt(_med(r["one_worker"]), 0) + " (x1)",
-                _fmt(_med(e), 3) + _spread(e), "ceiling" if r["met"] is None else ">= 0.90",
+                (interval_text(e) if "low" in e else _fmt(_med(e), 3) + _spread(e)),
+                "ceiling" if r["met"] is None else ">= 0.90",
                 "-" if r["met"] is None else _yes(r["met"])
             ])
     data = load("startup")
@@ -330,7 +331,8 @@ def summary_text() -> str:
     if data:
         setup = data["setup"]
         text += (f"1 overhead: CPU-seconds per trained sample (all processes of the run) and "
-                 f"samples/s, A / B, {setup['rounds']} interleaved rounds"
+                 f"samples/s, A / B, {setup['rounds']} rounds of alternating slices (variants: "
+                 f"{setup.get('variant_rounds', setup['rounds'])})"
                  f"{' (QUICK run: not for the record)' if setup.get('quick') else ''}\n\n")
         text += table(comparison_rows(), COMPARISON_HEADER) + "\n\n"
     text += table(rows(), HEADER)
@@ -356,18 +358,19 @@ def docs_blocks() -> dict:
     if data:
         setup, m = data["setup"], data["machine"]
         all_quick = all(r.get("quick", setup.get("quick")) for r in data["rows"])
-        quick = ("**A quick run** (`BENCH_QUICK=1`: 3 rounds of 3 short epochs, on a loaded "
-                 "machine), not the full `make bench`: the intervals are wide for that reason. "
-                 if all_quick else
-                 "Rows marked *(quick)* are from a quick run (`BENCH_QUICK=1`: 3 rounds of 3 short "
-                 "epochs, on a loaded machine; their intervals are wide for that reason); the "
-                 "others from " if setup.get("quick") else "")
+        quick = ("**A quick run** (`BENCH_QUICK=1`: 6 rounds of half-second slices), not the "
+                 "full `make bench`: the intervals are wide for that reason. " if all_quick else
+                 "Rows marked *(quick)* are from a quick run (`BENCH_QUICK=1`: 6 rounds of "
+                 "half-second slices; their intervals are wide for that reason); the others from "
+                 if setup.get("quick") else "")
         blocks["overhead"] = (
-            f"{quick}{setup['rounds']} interleaved rounds of {setup['epochs']} epochs x "
-            f"{setup['steps_per_epoch']} steps, {m['date'][:10]}, load average "
-            f"{m['load_average'][0]} at the start and {data.get('load_average_end', ['?'])[0]} at "
-            "the end. A / B of the median per-round ratio, with its bootstrap 95 % interval.\n\n" +
-            _md(("comparison", "A / B", "CPU-ms per sample, A / B", "CPU ratio [95 %]",
+            f"{quick}{setup['rounds']} rounds (the Keras 3 and addition rows: "
+            f"{setup.get('variant_rounds', setup['rounds'])}) of alternating slices of about "
+            f"{setup['slice_seconds']:g} s per side (epochs of {setup['steps_per_epoch']} steps), "
+            f"{m['date'][:10]}, load average {m['load_average'][0]} at the start and "
+            f"{data.get('load_average_end', ['?'])[0]} at the end. A / B: the median per-round "
+            "ratio, with its bootstrap 95 % interval.\n\n" + _md(
+                ("comparison", "A / B", "CPU-ms per sample, A / B", "CPU ratio [95 %]",
                  "samples/s, A / B", "samples/s ratio [95 %]", "verdict"),
                 [(r["name"] + (" *(quick)*" if r.get("quick") and not all_quick else ""),
                   f"{r['a']} / {r['b']}", f"{_fmt(r['a_side']['cpu_per_sample_ms'], 4)} / "
@@ -377,9 +380,9 @@ def docs_blocks() -> dict:
                       r["rate_ratio"]), r["verdict"]) for r in data["rows"]]))
     other = rows()
     if other:
-        note = ("The start-up and weak-scaling rows below are wall-clock figures of that quick run "
-                "(weak scaling: 1 round), on the same loaded machine: not for the record.\n\n"
-                if data and data["setup"].get("quick") else "")
+        weak = load("weak_scaling")
+        note = ("The start-up and weak-scaling rows below are from a quick run: not for the "
+                "record.\n\n" if weak and weak["setup"].get("quick") else "")
         blocks["others"] = note + _md(HEADER, other)
     return blocks
 

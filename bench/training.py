@@ -1,10 +1,12 @@
 """Benchmarks 1, 3 and 4: tfdist against hand-written TensorFlow and Horovod, in CPU-seconds per
 trained sample, plus tfdist's own variants (Keras 3, each per-step addition on/off).
 
-  .venv/bin/python bench/training.py [--rounds=9] [--quick] [--only=NAME_START,...]
+  .venv/bin/python bench/training.py [--rounds=24] [--quick] [--only=NAME_START,...]
 
-Every comparison goes through bench/compare.py's `compare` (interleaved rounds, A B B A ..., the
-median ratio with a bootstrap 95 % interval and its verdict):
+Every comparison goes through bench/compare.py's `compare`: both runs start together, warm up,
+then train in alternating slices of about a second (A B, B A, ...: the other run's processes
+stopped), and each row is the median per-round ratio with a bootstrap 95 % interval and its
+verdict:
 
 - overhead.json (1): `tfdist launch -n N -- tfdist train` against its hand-written twin
   (bench/baselines/) for each engine (multi_worker and horovod: 2 processes; mirrored: one
@@ -14,17 +16,19 @@ median ratio with a bootstrap 95 % interval and its verdict):
   horovod), the hang watchdog on vs off (`--watchdog_timeout=off`), the throughput meter and its
   input-wait timer on vs off (`--nometer`) and, with --model_dir, the preemption agreement on vs
   off (`--nopreemption`).
-- weak_scaling.json (3): resnet_small with 1 vs 2 workers, same per-worker batch, both engines
-  and both sides; and the machine's ceiling: two plain processes at once vs one alone.
+- weak_scaling.json (3): resnet_small with 2 workers against 1 (same per-worker batch), both
+  engines and both sides, compared the same way; efficiency = samples/s ratio / 2. And the
+  machine's ceiling: two plain processes against one.
 - startup.json (4): seconds from launch to the first training step (its start, and its end),
-  from the multi_worker and horovod runs of (1); and `tfdist env`.
+  tfdist against its twin (multi_worker and horovod) in short runs of their own, one after the
+  other; and `tfdist env`.
 
-Every process runs under bench/probe.py, which records the epochs, the first step and peak memory
-the same way on both sides, sums the CPU time of every process of the run (the launcher, guards,
-ranks, parameter servers) from the second epoch's start to the last epoch's end, and ends the
-process when model.fit returns. Processes are pinned one core each by rank (mirrored: one process,
-both cores), with one intra-op thread. CPU per sample = those CPU-seconds / the samples trained in
-those epochs; samples/s: rank 0's, over the same epochs.
+Every process runs under bench/probe.py, which counts rank 0's finished steps for the slices and
+records the first step the same way on both sides. Processes are pinned one core each by rank
+(mirrored and parameter_server: left to the scheduler), with one intra-op thread. CPU per sample
+= the CPU seconds of every process of the run (the launcher, guards, horovodrun, ranks, parameter
+servers) in a slice / the samples rank 0 trained in it; samples/s: those samples / the slice's
+wall seconds.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import BENCH, BIN, free_port_block, load_result, machine, quiet_env  # noqa: E402
 from common import run, start, summary, wait_all, write_result  # noqa: E402
-from compare import compare  # noqa: E402
+from compare import Run, compare, steps_file  # noqa: E402
 
 PYTHON = sys.executable
 TFDIST = os.path.join(BIN, "tfdist")
@@ -57,6 +61,10 @@ PROCS = {"multi_worker": 2, "horovod": 2, "mirrored": 1, "parameter_server": 4}
 # parameter_server hang in the first epoch when pinned with one intra-op thread each (seen on both
 # sides).
 UNPINNED = ("mirrored", "parameter_server")
+STARTUP_STEPS = 5  # steps of a start-up run: it ends when they are done
+# parameter_server: rank 0's steps count at epoch ends only (bench/probe.py), so its slices are
+# whole epochs of about a second.
+PS_STEPS_PER_EPOCH = 100
 
 
 def config(side: str, engine: str, model: str, label: str = "", procs: int = 0, extra=()) -> dict:
@@ -107,14 +115,26 @@ def pairs() -> list[dict]:
     return out
 
 
-def weak_configs() -> list[dict]:
-    """The single-worker runs of weak scaling, and the machine's ceiling (plain processes)."""
-    out = [
-        config(side, engine, "resnet_small", procs=1) for engine in ("multi_worker", "horovod")
-        for side in ("tfdist", "hand")
-    ]
-    out += [config("hand", "plain", "resnet_small", procs=n) for n in (1, 2)]
-    out.append(config("hand", "plain", "cnn", procs=1))
+def weak_pairs() -> list[dict]:
+    """Weak scaling: resnet_small with 2 workers against 1 (the same per-worker batch), for both
+    engines and both sides; and the machine's ceiling, 2 plain processes against 1."""
+    out = []
+    for engine in ("multi_worker", "horovod"):
+        for side in ("tfdist", "hand"):
+            out.append(
+                dict(name=f"weak/{side}/{engine}",
+                     group="weak",
+                     subject="2 workers",
+                     goal="efficiency >= 0.90 (resnet_small)",
+                     a=config(side, engine, "resnet_small", label="2 workers"),
+                     b=config(side, engine, "resnet_small", label="1 worker", procs=1)))
+    out.append(
+        dict(name="weak/limit/2 plain procs",
+             group="weak",
+             subject="2 processes",
+             goal="the machine's ceiling: no communication at all",
+             a=config("hand", "plain", "resnet_small", label="2 processes", procs=2),
+             b=config("hand", "plain", "resnet_small", label="1 process", procs=1)))
     return out
 
 
@@ -131,14 +151,16 @@ def samples_per_step(cfg: dict) -> int:
         return PER_REPLICA_BATCH
     if cfg["engine"] == "mirrored":
         return PER_REPLICA_BATCH * MIRRORED_DEVICES
+    # plain: independent processes, rank 0's steps stand for each one's (the same work)
     return PER_REPLICA_BATCH * cfg["procs"]
 
 
-def launch(cfg: dict, args, prefix: str, log: str, run_dir: str) -> tuple[float, list[int]]:
-    """Start one configuration; return its launch time and the exit statuses."""
+def commands(cfg: dict, args, prefix: str, run_dir: str,
+             exit_after_train: bool) -> list[tuple[list[str], dict]]:
+    """The processes one configuration starts (command, extra environment), the chief first."""
     pin = [] if cfg["engine"] in UNPINNED else ["--pin"]
-    probe = [PYTHON, PROBE, prefix, "--exit_after_train"] + pin + ["--"]
-    env = quiet_env(BENCH_TREE_ROOT=str(os.getpid()))
+    probe = [PYTHON, PROBE, prefix] + (["--exit_after_train"] if exit_after_train else []) + pin
+    probe.append("--")
     n, engine = cfg["procs"], cfg["engine"]
     own = train_args(cfg, args)
     if engine == "mirrored":
@@ -146,79 +168,72 @@ def launch(cfg: dict, args, prefix: str, log: str, run_dir: str) -> tuple[float,
     if engine == "parameter_server":
         own.append("--optimizer=adam")  # tfdist's default there; the twin's lr as tfdist's
         own.append("--lr=0.001")
-    t0 = time.time()
     if cfg["side"] == "tfdist":
         extra = [e.replace("{run_dir}", run_dir) for e in cfg["extra"]]
         train = [TFDIST, "train", f"--strategy={engine}", "--pipeline=digits"] + own + extra
         if engine == "mirrored":
-            command = probe + train
-        else:
-            command = [TFDIST, "launch", f"--nproc={n}", f"--strategy={engine}", "--"
-                       ] + probe + train
-        return t0, wait_all([start(command, env, log)], args.timeout)
+            return [(probe + train, {})]
+        return [([TFDIST, "launch", f"--nproc={n}", f"--strategy={engine}", "--"] + probe + train,
+                 {})]
     script = os.path.join(BASELINES, f"{engine}_keras.py")
     if engine == "horovod":
-        command = [HOROVODRUN, "-np", str(n), "-H", f"localhost:{n}", "--gloo"] + probe + [script
-                                                                                           ] + own
-        return t0, wait_all([start(command, env, log)], args.timeout)
+        return [
+            ([HOROVODRUN, "-np", str(n), "-H", f"localhost:{n}", "--gloo"] + probe + [script] + own,
+             {})
+        ]
     if engine == "mirrored":
-        return t0, wait_all([start(probe + [script] + own, env, log)], args.timeout)
-    base = free_port_block(n) if engine in ("multi_worker", "parameter_server") else 0
-    procs = [
-        start(probe + [script] + own, dict(env, RANK=str(r), WORLD_SIZE=str(n),
-                                           BASE_PORT=str(base)), log) for r in range(n)
-    ]
-    if engine == "parameter_server":  # the servers never return: stop them after the chief
-        status = wait_all(procs[:1], args.timeout)
-        wait_all(procs[1:], 0)
-        return t0, status
-    return t0, wait_all(procs, args.timeout)
+        return [(probe + [script] + own, {})]
+    # multi_worker, parameter_server: a TF_CONFIG of their own; plain: independent processes
+    base = str(free_port_block(n)) if engine != "plain" else "0"
+    return [(probe + [script] + own, dict(RANK=str(r), WORLD_SIZE=str(n), BASE_PORT=base))
+            for r in range(n)]
 
 
-def measure(cfg: dict, args, work: str, round_index: int) -> dict:
-    tag = cfg["name"].replace("/", "-").replace(" ", "").replace("=", "-") + f"-r{round_index}"
+def start_run(cfg: dict, args, work: str) -> Run:
+    """Start one configuration that trains until it is killed (bench/compare.py's slices)."""
+    tag = cfg["name"].replace("/", "-").replace(" ", "").replace("=", "-")
     prefix, log = os.path.join(work, tag), os.path.join(work, tag + ".log")
-    run_dir = os.path.join(work, tag + ".run")
-    t0, status = launch(cfg, args, prefix, log, run_dir)
-    shutil.rmtree(run_dir, ignore_errors=True)
+    steps = steps_file(prefix + ".steps")
+    env = quiet_env(BENCH_STEPS_FILE=steps)
+    per_epoch = args.steps_per_epoch
+    if cfg["engine"] == "parameter_server":
+        env["BENCH_COUNT_AT"] = "epoch"
+        per_epoch = PS_STEPS_PER_EPOCH
+    endless = argparse.Namespace(epochs=10**6, steps_per_epoch=per_epoch)
+    procs = [
+        start(command, dict(env, **extra), log)
+        for command, extra in commands(cfg, endless, prefix, prefix + ".run", False)
+    ]
+    return Run(procs, steps, samples_per_step(cfg), log)
+
+
+def measure_startup(cfg: dict, args, work: str, round_index: int) -> dict:
+    """One short run to its end: seconds from launch to the start and end of its first step."""
+    tag = cfg["name"].replace("/", "-").replace(" ", "") + f"-start-r{round_index}"
+    prefix, log = os.path.join(work, tag), os.path.join(work, tag + ".log")
+    short = argparse.Namespace(epochs=1, steps_per_epoch=STARTUP_STEPS)
+    t0 = time.time()
+    procs = [
+        start(command, quiet_env(**extra), log)
+        for command, extra in commands(cfg, short, prefix, prefix + ".run", True)
+    ]
+    status = wait_all(procs, args.timeout)
     ranks = []
     for path in sorted(glob.glob(prefix + ".rank*.json")):
         with open(path) as f:
             ranks.append(json.load(f))
     out = dict(cfg, round=round_index, status=status, log=log, ok=False)
-    chief = next((r for r in ranks if r["rank"] == 0), None)
-    trained = [r for r in ranks if "train_end" in r]
-    if chief is None or "train_end" not in chief or not chief.get("cpu_window") or any(
-            s != 0 for s in status):
-        print(f"  {cfg['name']}: FAILED (status {status}; see {log})", flush=True)
+    trained = [r for r in ranks if r.get("first_step_end")]
+    if not trained or any(s != 0 for s in status):
+        print(f"  start-up {cfg['name']}: FAILED (status {status}; see {log})", flush=True)
         return out
-    epochs = chief["epochs"]
-    steady = epochs[1:] or epochs
-    samples = samples_per_step(cfg) * args.steps_per_epoch * len(steady)
-    cpu_start, cpu_end, processes = chief["cpu_window"]
-    if cfg["engine"] == "plain" and cfg["procs"] > 1:  # independent processes: their rates add
-        rate = sum(PER_REPLICA_BATCH * args.steps_per_epoch * len(r["epochs"][1:]) /
-                   (r["epochs"][-1][1] - r["epochs"][1][0]) for r in trained)
-    else:
-        rate = samples / (steady[-1][1] - steady[0][0])
-    out.update(
-        ok=True,
-        samples_per_sec=round(rate, 2),
-        cpu_seconds=round(cpu_end - cpu_start, 3),
-        cpu_per_sample=(cpu_end - cpu_start) / samples,
-        processes=processes,
-        epoch_samples_per_sec=[
-            round(samples_per_step(cfg) * args.steps_per_epoch / (e - b), 2) for b, e in epochs
-        ],
-        peak_rss_mb=[r["peak_rss_mb"] for r in sorted(trained, key=lambda r: r["rank"])],
-        process_start_s=round(max(r["probe_start"] for r in ranks) - t0, 3),
-        first_step_begin_s=round(max(r["first_step_begin"] for r in trained) - t0, 3),
-        first_step_end_s=round(max(r["first_step_end"] for r in trained) - t0, 3),
-    )
+    out.update(ok=True,
+               process_start_s=round(max(r["probe_start"] for r in ranks) - t0, 3),
+               first_step_begin_s=round(max(r["first_step_begin"] for r in trained) - t0, 3),
+               first_step_end_s=round(max(r["first_step_end"] for r in trained) - t0, 3))
     print(
-        f"  {cfg['name']}: {1e3 * out['cpu_per_sample']:.3f} CPU-ms/sample "
-        f"({processes} processes), {out['samples_per_sec']:.0f} samples/s, first step "
-        f"{out['first_step_begin_s']:.1f} -> {out['first_step_end_s']:.1f} s",
+        f"  start-up {cfg['name']}: first step {out['first_step_begin_s']:.1f} -> "
+        f"{out['first_step_end_s']:.1f} s",
         flush=True)
     return out
 
@@ -244,18 +259,23 @@ def time_env(repeats: int) -> dict:
     return out
 
 
-def startup(rows: list[dict], plain: list[dict], env_times: dict) -> dict:
-    """Seconds to the first step, tfdist vs its twin, from the multi_worker and horovod rows."""
+def startup(runs: list[dict], env_times: dict) -> dict:
+    """Seconds to the first step, tfdist vs its twin (multi_worker and horovod), and a plain
+    single process."""
     out = {}
-    for row in rows:
-        if row["group"] != "twin" or row["name"].split("/")[0] not in ("multi_worker", "horovod"):
-            continue
-        a = {r["round"]: r for r in row["runs"]["a"] if r["ok"]}
-        b = {r["round"]: r for r in row["runs"]["b"] if r["ok"]}
+    for engine in ("multi_worker", "horovod"):
+        a = {
+            r["round"]: r
+            for r in runs if r["ok"] and (r["side"], r["engine"]) == ("tfdist", engine)
+        }
+        b = {
+            r["round"]: r
+            for r in runs if r["ok"] and (r["side"], r["engine"]) == ("hand", engine)
+        }
         both = [i for i in sorted(a) if i in b]
         end = [round(a[i]["first_step_end_s"] - b[i]["first_step_end_s"], 3) for i in both]
         begin = [round(a[i]["first_step_begin_s"] - b[i]["first_step_begin_s"], 3) for i in both]
-        out[row["name"]] = {
+        out[f"{engine}/cnn"] = {
             "tfdist_first_step_begin_s": summary([r["first_step_begin_s"] for r in a.values()], 2),
             "hand_first_step_begin_s": summary([r["first_step_begin_s"] for r in b.values()], 2),
             "tfdist_first_step_end_s": summary([r["first_step_end_s"] for r in a.values()], 2),
@@ -265,50 +285,46 @@ def startup(rows: list[dict], plain: list[dict], env_times: dict) -> dict:
             "goal": "tfdist adds < 1 s over the hand-written start",
             "met": _met(end, lambda x: x < 1.0) and _met(begin, lambda x: x < 1.0),
         }
+    plain = [r for r in runs if r["ok"] and r["engine"] == "plain"]
     out["plain_single_process/cnn"] = {
-        "first_step_begin_s": summary([r["first_step_begin_s"] for r in plain if r["ok"]], 2),
-        "first_step_end_s": summary([r["first_step_end_s"] for r in plain if r["ok"]], 2),
+        "first_step_begin_s": summary([r["first_step_begin_s"] for r in plain], 2),
+        "first_step_end_s": summary([r["first_step_end_s"] for r in plain], 2),
     }
     out["tfdist_env"] = env_times
     return out
 
 
-def weak_scaling(rows: list[dict], runs: list[dict]) -> dict:
-    """Efficiency = samples/s(2 workers) / (2 x samples/s(1)): medians of each."""
-    two = {}
-    for row in rows:
-        if row["group"] == "twin" and row["name"] in ("multi_worker/resnet_small",
-                                                      "horovod/resnet_small"):
-            engine = row["name"].split("/")[0]
-            two[f"tfdist/{engine}"] = row["a_side"]["samples_per_sec"]
-            two[f"hand/{engine}"] = row["b_side"]["samples_per_sec"]
-    one = {}
-    for r in runs:
-        if r["ok"]:
-            key = f"{r['side']}/{r['engine']}" if r["engine"] != "plain" else f"plain/{r['procs']}"
-            one.setdefault((key, r["model"]), []).append(r["samples_per_sec"])
+def startup_configs() -> list[dict]:
+    out = [
+        config(side, engine, "cnn") for engine in ("multi_worker", "horovod")
+        for side in ("tfdist", "hand")
+    ]
+    return out + [config("hand", "plain", "cnn", procs=1)]
+
+
+def weak_scaling(rows: list[dict]) -> dict:
+    """Efficiency = samples/s(2 workers) / (2 x samples/s(1)): the median per-round ratio / 2,
+    with its interval (min and max: the interval's ends)."""
     out = {}
-    for key, rate2 in two.items():
-        rate1 = one.get((key, "resnet_small"))
-        eff = [round(rate2 / (2 * x), 3) for x in rate1] if rate1 and rate2 else []
+    for row in rows:
+        key = row["name"].split("/", 1)[1]
+        r = row["rate_ratio"]
+        eff = {k: None if r[k] is None else round(r[k] / 2, 3) for k in ("median", "low", "high")}
+        eff.update(min=eff["low"], max=eff["high"], n=len(row["rate_ratio_rounds"]))
+        eff["spread"] = (round(
+            (eff["high"] - eff["low"]) / eff["median"], 3) if eff["median"] else None)
+        ceiling = key.startswith("limit/")
         out[key] = {
-            "one_worker": summary(rate1 or [], 1),
-            "two_workers": {
-                "median": rate2
+            "one_worker": {
+                "median": row["b_side"]["samples_per_sec"]
             },
-            "efficiency": summary(eff, 3),
-            "goal": "efficiency >= 0.90 (resnet_small)",
-            "met": _met(eff, lambda x: x >= 0.90),
-        }
-    p1, p2 = one.get(("plain/1", "resnet_small")), one.get(("plain/2", "resnet_small"))
-    if p1 and p2:
-        eff = [round(b / (2 * a), 3) for a, b in zip(p1, p2)]
-        out["limit/2 plain procs"] = {
-            "one_worker": summary(p1, 1),
-            "two_workers": summary(p2, 1),
-            "efficiency": summary(eff, 3),
-            "goal": "the machine's ceiling: no communication at all",
-            "met": None,
+            "two_workers": {
+                "median": row["a_side"]["samples_per_sec"]
+            },
+            "efficiency": eff,
+            "cpu_ratio": row["cpu_ratio"],
+            "goal": row["goal"],
+            "met": None if ceiling or eff["median"] is None else eff["median"] >= 0.90,
         }
     return out
 
@@ -322,8 +338,8 @@ def merge_rows(previous: dict | None, rows: list[dict]) -> list[dict]:
         for row in previous["rows"]:
             kept[row["name"]] = {
                 "quick": setup.get("quick"),
-                "epochs": setup["epochs"],
-                "steps_per_epoch": setup["steps_per_epoch"],
+                "slice_seconds": setup.get("slice_seconds"),
+                "date": previous["machine"]["date"],
                 **row
             }
     kept.update({row["name"]: row for row in rows})
@@ -338,47 +354,85 @@ def _met(values: list, test) -> bool | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--weak_rounds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--steps_per_epoch", type=int, default=40)
+    parser.add_argument("--rounds",
+                        type=int,
+                        default=40,
+                        help="rounds (a slice of each side) of the tfdist-vs-twin pairs")
+    parser.add_argument("--variant_rounds",
+                        type=int,
+                        default=30,
+                        help="rounds of the Keras 3 and per-step-addition pairs")
+    parser.add_argument("--weak_rounds", type=int, default=8)
+    parser.add_argument("--slice", type=float, default=1.0, help="seconds per slice, about")
+    parser.add_argument("--steps_per_epoch",
+                        type=int,
+                        default=150,
+                        help="each run's epochs (the slices cross epoch ends)")
+    parser.add_argument("--startup_rounds", type=int, default=2)
     parser.add_argument("--quick",
                         action="store_true",
-                        help="3 rounds, 1 of weak scaling, "
-                        "3 epochs of 25 steps: for iterating, not for the record")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+                        help="6 rounds of half-second slices, 1 round of "
+                        "start-up: for iterating, not for the record")
+    parser.add_argument("--timeout",
+                        type=float,
+                        default=300.0,
+                        help="seconds a run may take to start and warm up")
     parser.add_argument("--only",
                         default="",
                         help="comma-separated beginnings of pair names, e.g. "
-                        "'multi_worker/,horovod/' (the twin rows of both engines), 'keras3/'")
-    parser.add_argument("--keep", action="store_true", help="keep the logs and probe files")
+                        "'multi_worker/,horovod/' (the twin rows of both engines), 'keras3/', "
+                        "'weak/'; no start-up runs then")
+    parser.add_argument("--keep", action="store_true", help="keep the logs")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.weak_rounds, args.epochs, args.steps_per_epoch = 3, 1, 3, 25
+        args.rounds = args.variant_rounds = args.weak_rounds = 6
+        args.slice, args.startup_rounds = 0.5, 1
+    # Past the first epoch's end: tracing and the first epoch-end work are behind the slices.
+    warm_steps = args.steps_per_epoch + 20
     info = machine()
     work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
-    todo = pairs()
+    todo = [dict(p, rounds=args.variant_rounds) if p["group"] != "twin" else p for p in pairs()]
+    todo += [dict(p, rounds=args.weak_rounds) for p in weak_pairs()]
     if args.only:
         todo = [p for p in todo if p["name"].startswith(tuple(args.only.split(",")))]
     started = time.time()
-    rows = compare(todo, args.rounds, lambda cfg, i: measure(cfg, args, work, i))
-    weak_runs = []
-    for i in range(args.weak_rounds if not args.only else 0):
-        print(f"weak scaling round {i + 1}/{args.weak_rounds}", flush=True)
-        for cfg in weak_configs():
-            weak_runs.append(measure(cfg, args, work, i))
-    env_times = time_env(repeats=5)
+    rows = compare(todo,
+                   args.rounds,
+                   lambda cfg: start_run(cfg, args, work),
+                   slice_seconds=args.slice,
+                   warm_steps=warm_steps,
+                   timeout=args.timeout)
+    weak = [r for r in rows if r["group"] == "weak"]
+    rows = [r for r in rows if r["group"] != "weak"]
+    startup_runs = []
+    for i in range(args.startup_rounds if not args.only else 0):
+        print(f"start-up round {i + 1}/{args.startup_rounds}", flush=True)
+        configs = startup_configs()
+        for cfg in (configs if i % 2 == 0 else configs[::-1]):
+            startup_runs.append(measure_startup(cfg, args, work, i))
+    env_times = time_env(repeats=5) if not args.only else None
     setup = {
         "quick":
         args.quick,
+        "method":
+        "alternating slices (bench/compare.py): both runs started together and warmed up, "
+        "then one runs while the other's processes are stopped, A B, B A, ...",
         "rounds":
         args.rounds,
+        "variant_rounds":
+        args.variant_rounds,
         "weak_rounds":
         args.weak_rounds,
-        "epochs":
-        args.epochs,
+        "slice_seconds":
+        args.slice,
         "steps_per_epoch":
         args.steps_per_epoch,
+        "warm_steps":
+        warm_steps,
+        "startup_rounds":
+        args.startup_rounds,
+        "startup_steps":
+        STARTUP_STEPS,
         "per_replica_batch":
         PER_REPLICA_BATCH,
         "data":
@@ -387,16 +441,17 @@ def main() -> None:
         "optimizer":
         "SGD(0.05 x replicas, momentum 0.9); parameter_server: Adam(0.001)",
         "cpu_per_sample":
-        "user + system seconds of every process of the run (the launcher, "
-        "guards, horovodrun, every rank, parameter servers: /proc/PID/stat of the process tree) "
-        "from the second epoch's start to the last epoch's end, over the samples trained then",
+        "user + system seconds of every process of the run (the launcher, guards, horovodrun, "
+        "every rank, parameter servers: /proc/PID/stat of the process tree, read while it is "
+        "stopped) in a slice, over the samples rank 0 trained in it",
         "samples_per_sec":
-        "global samples/s of rank 0 over epochs 2..E",
+        "global samples/s of rank 0 in a slice (its steps x the global batch / the slice's wall "
+        "seconds)",
         "interval":
         "median of the per-round ratios A/B, percentile bootstrap 95 % (scipy)",
         "pinning":
-        "each process on one core by rank (mirrored: one process over 2 logical "
-        "CPUs, unpinned), TF_NUM_INTRAOP_THREADS=1, OMP_NUM_THREADS=1",
+        "each process on one core by rank (mirrored and parameter_server: left to the "
+        "scheduler), TF_NUM_INTRAOP_THREADS=1, OMP_NUM_THREADS=1",
         "tfdist_command":
         "tfdist launch -n N --strategy=S -- tfdist train --strategy=S "
         "--pipeline=digits --model=M",
@@ -415,35 +470,41 @@ def main() -> None:
             "benchmark": "weak_scaling",
             "machine": info,
             "setup": setup,
-            "results": weak_scaling(rows, weak_runs),
-            "raw": weak_runs
+            "results": weak_scaling(weak),
+            "rows": weak
         },
         "startup": {
             "benchmark": "startup",
             "machine": info,
             "setup": setup,
-            "results": startup(rows, [r for r in weak_runs if r["model"] == "cnn"], env_times)
+            "results": startup(startup_runs, env_times),
+            "raw": startup_runs
         },
     }
     for row in rows:  # which run each row is from, so rows of several runs can stand together
-        row.update(quick=args.quick, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch)
+        row.update(quick=args.quick, slice_seconds=args.slice, date=info["date"])
     if args.only:
         results["overhead"]["rows"] = merge_rows(load_result("overhead"), rows)
         setup["quick"] = any(r.get("quick") for r in results["overhead"]["rows"])
     for name, result in results.items():
-        if args.only and name != "overhead":
+        if args.only and (name == "startup" or (name == "weak_scaling" and not weak) or
+                          (name == "overhead" and not rows)):
             continue
         result["wall_seconds"] = wall
         result["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
         print(f"wrote {write_result(name, result)}", flush=True)
-    for row in rows:
+    for row in rows + weak:
         c, r = row["cpu_ratio"], row["rate_ratio"]
         print(f"{row['name']:32} CPU/sample {c['median']} [{c['low']}, {c['high']}]  samples/s "
               f"{r['median']} [{r['low']}, {r['high']}]  {row['verdict']}")
-    if args.keep or any(not r["ok"] for row in rows for s in "ab" for r in row["runs"][s]):
+    failed = [row["name"] for row in rows + weak if row.get("error")]
+    failed += [r["name"] for r in startup_runs if not r["ok"]]
+    if args.keep or failed:
         print(f"logs: {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

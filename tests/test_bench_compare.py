@@ -1,0 +1,150 @@
+"""bench/compare.py and bench/tree.py on real processes (no TensorFlow): stopping a process tree
+freezes its CPU time, and the alternating slices measure a known cost ratio. The workers are
+Python loops that count their steps into the steps file as bench/probe.py does."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+import compare  # noqa: E402
+import tree  # noqa: E402
+
+sys.path.remove(str(BENCH))
+
+# `work` loop iterations per step; a child of the same kind when asked (a tree of two).
+WORKER = textwrap.dedent("""
+    import mmap, os, struct, subprocess, sys
+    work, child = int(sys.argv[1]), sys.argv[2:] == ["child"]
+    if child:
+        subprocess.Popen([sys.executable, __file__, str(work)], env=dict(os.environ, BENCH_STEPS_FILE=""))
+    path = os.environ.get("BENCH_STEPS_FILE")
+    counter = None
+    if path:
+        with open(path, "r+b") as f:
+            counter = mmap.mmap(f.fileno(), 8)
+    steps = 0
+    while True:
+        x = 0
+        for i in range(work):
+            x += i * i
+        steps += 1
+        if counter is not None:
+            struct.pack_into("<q", counter, 0, steps)
+""")
+
+
+@pytest.fixture
+def worker(tmp_path):
+    path = tmp_path / "worker.py"
+    path.write_text(WORKER)
+    return path
+
+
+def start_worker(worker, tmp_path, work, child=False):
+    steps = compare.steps_file(str(tmp_path / f"steps-{work}-{time.monotonic_ns()}"))
+    log = str(tmp_path / "worker.log")
+    command = [sys.executable, str(worker), str(work)] + (["child"] if child else [])
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(command,
+                                env=dict(os.environ, BENCH_STEPS_FILE=steps),
+                                stdout=out,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    return compare.Run([proc], steps, samples_per_step=1, log=log)
+
+
+def wait_for(condition, what, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def test_a_stopped_tree_spends_no_cpu_and_resumes(worker, tmp_path):
+    run = start_worker(worker, tmp_path, 2000, child=True)
+    try:
+        wait_for(lambda: len(tree.members(run.roots)) == 2, "the child started")
+        wait_for(lambda: run.steps() > 3, "steps counted")
+        assert tree.stop(run.roots)
+        states = {state for state, _ in tree.members(run.roots).values()}
+        assert states <= {"T", "t"}, states
+        cpu, processes = tree.cpu_seconds(run.roots)
+        steps = run.steps()
+        time.sleep(0.3)  # stopped: nothing may move however long this is
+        assert tree.cpu_seconds(run.roots) == (cpu, processes) and processes == 2
+        assert run.steps() == steps
+        tree.resume(run.roots)
+        wait_for(lambda: run.steps() > steps, "steps resume")
+        wait_for(lambda: tree.cpu_seconds(run.roots)[0] > cpu, "CPU time resumes")
+    finally:
+        tree.kill(run.roots)
+        run.procs[0].wait()
+    wait_for(lambda: not tree.members(run.roots), "the whole tree killed")
+
+
+def test_slices_measure_a_known_cost_ratio(worker, tmp_path):
+    """A does 3/2 of B's work per step: the CPU ratio of the slices is about 1.5, samples/s
+    about 1/1.5, and every run is gone afterwards."""
+    started = []
+
+    def start(cfg):
+        started.append(start_worker(worker, tmp_path, cfg["work"]))
+        return started[-1]
+
+    pair = dict(name="known",
+                subject="A",
+                a=dict(label="a", work=30000),
+                b=dict(label="b", work=20000))
+    row, = compare.compare([pair],
+                           rounds=6,
+                           start=start,
+                           slice_seconds=0.2,
+                           warm_steps=3,
+                           log=lambda line: None)
+    assert row["error"] is None
+    assert len(row["runs"]["a"]) == len(row["runs"]["b"]) == 6
+    assert len(row["cpu_ratio_rounds"]) == 6
+    assert 1.3 < row["cpu_ratio"]["median"] < 1.7, row["cpu_ratio_rounds"]
+    assert row["cpu_ratio"]["low"] <= row["cpu_ratio"]["median"] <= row["cpu_ratio"]["high"]
+    assert 1 / 1.7 < row["rate_ratio"]["median"] < 1 / 1.3, row["rate_ratio_rounds"]
+    assert row["verdict"] == compare.verdict(row["cpu_ratio"]["median"], row["cpu_ratio"]["low"],
+                                             row["cpu_ratio"]["high"], 6, 6, "A")
+    for run in started:
+        assert run.procs[0].poll() is not None
+        assert not tree.members(run.roots)
+
+
+def test_a_run_that_dies_gives_a_row_that_says_so(worker, tmp_path):
+
+    def start(cfg):
+        if cfg["label"] == "b":
+            log = str(tmp_path / "dies.log")
+            proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+            return compare.Run([proc], compare.steps_file(str(tmp_path / "dies")), 1, log)
+        return start_worker(worker, tmp_path, 2000)
+
+    pair = dict(name="dies", a=dict(label="a"), b=dict(label="b"))
+    row, = compare.compare([pair],
+                           rounds=6,
+                           start=start,
+                           slice_seconds=0.2,
+                           warm_steps=3,
+                           log=lambda line: None)
+    assert "b ended (status [3])" in row["error"]
+    assert row["verdict"] == "cannot tell: 0 of 6 rounds ran on both sides (fewer than 5)"
+
+
+def test_verdicts_follow_from_the_interval():
+    assert compare.verdict(1.0, 0.985, 1.015, 9, 9, "tfdist") == "within 2 %"
+    assert compare.verdict(1.05, 1.03, 1.07, 9, 9, "tfdist") == "tfdist costs +5.0 ± 2.0 %"
+    assert compare.verdict(
+        1.0, 0.95, 1.05, 9, 9,
+        "tfdist").startswith("cannot tell: the 95 % interval 0.950-1.050 is +-5.0 %")
+    assert compare.verdict(1.0, 1.0, 1.0, 4, 9, "tfdist").startswith("cannot tell: 4 of 9")
