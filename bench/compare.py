@@ -43,21 +43,42 @@ CONFIDENCE = 0.95
 STEP_WAIT = 60.0  # seconds a slice waits for the step (or epoch) it is in to finish
 
 
-def interval(values: Sequence[float], seed: int = 0) -> tuple[Optional[float], ...]:
-    """(median, low, high): the median and its percentile-bootstrap 95 % interval."""
-    values = [float(v) for v in values if v is not None]
+def interval(values: Sequence[float],
+             seed: int = 0,
+             groups: Optional[Sequence[int]] = None) -> tuple[Optional[float], ...]:
+    """(median, low, high): the median and its percentile-bootstrap 95 % interval. With `groups`
+    (which pair of runs each value comes from) and more than one group, a two-level bootstrap:
+    each resample draws the pairs of runs with replacement, then the rounds within each drawn pair,
+    so the interval also holds what differs from one pair of runs to the next."""
+    if groups is None:
+        groups = [0] * len(values)
+    kept = [(float(v), g) for v, g in zip(values, groups) if v is not None]
+    values = [v for v, _ in kept]
     if not values:
         return None, None, None
     median = statistics.median(values)
     if len(values) < 2 or max(values) == min(values):
         return median, median, median
-    boot = stats.bootstrap((np.array(values), ),
-                           np.median,
-                           confidence_level=CONFIDENCE,
-                           n_resamples=10000,
-                           method="percentile",
-                           random_state=np.random.default_rng(seed))
-    return median, float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+    by_group: dict = {}
+    for v, g in kept:
+        by_group.setdefault(g, []).append(v)
+    if len(by_group) == 1:
+        boot = stats.bootstrap((np.array(values), ),
+                               np.median,
+                               confidence_level=CONFIDENCE,
+                               n_resamples=10000,
+                               method="percentile",
+                               random_state=np.random.default_rng(seed))
+        return median, float(boot.confidence_interval.low), float(boot.confidence_interval.high)
+    rng = np.random.default_rng(seed)
+    samples = [np.array(v) for v in by_group.values()]
+    medians = np.empty(10000)
+    for i in range(len(medians)):
+        drawn = rng.integers(len(samples), size=len(samples))
+        medians[i] = np.median(
+            np.concatenate([rng.choice(samples[g], size=len(samples[g])) for g in drawn]))
+    tail = 100 * (1 - CONFIDENCE) / 2
+    return median, float(np.percentile(medians, tail)), float(np.percentile(medians, 100 - tail))
 
 
 def verdict(median: Optional[float], low: Optional[float], high: Optional[float], rounds: int,
@@ -74,21 +95,24 @@ def verdict(median: Optional[float], low: Optional[float], high: Optional[float]
     return f"{subject} costs {100 * (median - 1):+.1f} ± {100 * half:.1f} %"
 
 
-def ratios(a_runs: dict, b_runs: dict, key: str) -> list[float]:
-    """Per-round key(a) / key(b) over the rounds where both sides ran."""
-    out = []
+def ratios(a_runs: dict, b_runs: dict, key: str) -> tuple[list[float], list[int]]:
+    """Per-round key(a) / key(b) over the rounds where both sides ran, and which pair of runs
+    each round is from."""
+    out, groups = [], []
     for i in sorted(a_runs):
         a, b = a_runs[i].get(key), b_runs.get(i, {}).get(key)
         if a is not None and b:
             out.append(round(a / b, 5))
-    return out
+            groups.append(a_runs[i].get("run_pair", 0))
+    return out, groups
 
 
 def summarize(pair: dict, a_runs: dict, b_runs: dict, rounds: int) -> dict:
     """One comparison row from the runs of its two sides (round -> measurement)."""
-    cpu = ratios(a_runs, b_runs, "cpu_per_sample")
-    rate = ratios(a_runs, b_runs, "samples_per_sec")
-    cpu_ratio, rate_ratio = _rounded(*interval(cpu)), _rounded(*interval(rate))
+    cpu, groups = ratios(a_runs, b_runs, "cpu_per_sample")
+    rate, rate_groups = ratios(a_runs, b_runs, "samples_per_sec")
+    cpu_ratio = _rounded(*interval(cpu, groups=groups))
+    rate_ratio = _rounded(*interval(rate, groups=rate_groups))
 
     def side(runs):
         ok = [r for r in runs.values() if r.get("ok")]
@@ -119,6 +143,10 @@ def summarize(pair: dict, a_runs: dict, b_runs: dict, rounds: int) -> dict:
         rate_ratio,
         "rate_ratio_rounds":
         rate,
+        "run_pairs":
+        len(set(groups)),
+        "round_run_pairs":
+        groups,
         "rounds":
         rounds,
         "subject":
@@ -229,32 +257,40 @@ def compare(pairs: Sequence[dict],
             timeout: float = 300.0,
             log: Callable[[str], None] = print) -> list[dict]:
     """Measure each pair ({"name", "a": cfg, "b": cfg, "subject", "group", "goal"}; a cfg has a
-    "label"; a pair may set its own "rounds") in `rounds` rounds of alternating slices and
-    summarize each. `start(cfg)` starts a run that trains until killed. Returns the rows, every
-    slice kept in row["runs"]."""
+    "label"; a pair may set its own "rounds", and "run_pairs": over how many fresh pairs of runs
+    the rounds are split, 1 by default) in `rounds` rounds of alternating slices and summarize
+    each. `start(cfg)` starts a run that trains until killed. Returns the rows, every slice kept
+    in row["runs"] (with the pair of runs it is from)."""
     rows = []
     for pair in pairs:
-        n = pair.get("rounds", rounds)
+        n, run_pairs = pair.get("rounds", rounds), pair.get("run_pairs", 1)
         started = time.monotonic()
         measured: tuple[dict, dict] = ({}, {})
-        runs: dict = {}
         error, memory = None, {}
-        try:
-            for label in ("a", "b"):
-                runs[label] = start(pair[label])
-            warm_up(runs, warm_steps, timeout)
-            for i in range(n):
-                for index, label in (((0, "a"), (1, "b")) if i % 2 == 0 else ((1, "b"), (0, "a"))):
-                    measured[index][i] = measure_slice(runs[label], label, slice_seconds)
-            memory = {label: tree.peak_rss_mb(run.roots) for label, run in runs.items()}
-        except RunFailed as e:
-            error = str(e)
-            log(f"  {pair['name']}: FAILED: {error}")
-        finally:
-            for run in runs.values():
-                tree.kill(run.roots)
-                for p in run.procs:
-                    p.wait()
+        i = 0
+        for k in range(run_pairs):  # the rounds split over fresh pairs of runs
+            runs: dict = {}
+            try:
+                for label in ("a", "b"):
+                    runs[label] = start(pair[label])
+                warm_up(runs, warm_steps, timeout)
+                for _ in range(n // run_pairs + (k < n % run_pairs)):
+                    order = ((0, "a"), (1, "b")) if i % 2 == 0 else ((1, "b"), (0, "a"))
+                    for index, label in order:
+                        slice_ = measure_slice(runs[label], label, slice_seconds)
+                        measured[index][i] = dict(slice_, run_pair=k)
+                    i += 1
+                memory = {label: tree.peak_rss_mb(run.roots) for label, run in runs.items()}
+            except RunFailed as e:
+                error = str(e)
+                log(f"  {pair['name']}: FAILED: {error}")
+            finally:
+                for run in runs.values():
+                    tree.kill(run.roots)
+                    for p in run.procs:
+                        p.wait()
+            if error:
+                break
         row = summarize(pair, *measured, n)
         row.update(error=error,
                    seconds=round(time.monotonic() - started, 1),

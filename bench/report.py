@@ -195,6 +195,12 @@ def _spread(s):
     return f" (±{s['spread'] / 2:.0%})" if s and s.get("spread") is not None else ""
 
 
+def rounds_text(row: dict) -> str:
+    """"36" or, over several pairs of runs, "3 x 12"."""
+    pairs = row.get("run_pairs") or 1
+    return str(row["rounds"]) if pairs <= 1 else f"{pairs} x {row['rounds'] // pairs}"
+
+
 def interval_text(r: dict) -> str:
     """A ratio's median and its 95 % interval: "1.004 [0.991, 1.013]"."""
     if r.get("median") is None:
@@ -364,8 +370,9 @@ def docs_blocks() -> dict:
                  "half-second slices; their intervals are wide for that reason); the others from "
                  if setup.get("quick") else "")
         blocks["overhead"] = (
-            f"{quick}{setup['rounds']} rounds (the Keras 3 and addition rows: "
-            f"{setup.get('variant_rounds', setup['rounds'])}) of alternating slices of about "
+            f"{quick}{setup['rounds']} rounds in {setup.get('run_pairs', 1)} fresh pairs of runs "
+            f"(the Keras 3 and addition rows: {setup.get('variant_rounds', setup['rounds'])} "
+            "rounds, one pair of runs) of alternating slices of about "
             f"{setup['slice_seconds']:g} s per side (epochs of {setup['steps_per_epoch']} steps), "
             f"{m['date'][:10]}, load average {m['load_average'][0]} at the start and "
             f"{data.get('load_average_end', ['?'])[0]} at the end. A / B: the median per-round "

@@ -63,8 +63,8 @@ PROCS = {"multi_worker": 2, "horovod": 2, "mirrored": 1, "parameter_server": 4}
 UNPINNED = ("mirrored", "parameter_server")
 STARTUP_STEPS = 5  # steps of a start-up run: it ends when they are done
 # parameter_server: rank 0's steps count at epoch ends only (bench/probe.py), so its slices are
-# whole epochs of about a second.
-PS_STEPS_PER_EPOCH = 100
+# whole epochs of under a second.
+PS_STEPS_PER_EPOCH = 60
 
 
 def config(side: str, engine: str, model: str, label: str = "", procs: int = 0, extra=()) -> dict:
@@ -356,13 +356,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds",
                         type=int,
-                        default=40,
+                        default=36,
                         help="rounds (a slice of each side) of the tfdist-vs-twin pairs")
+    parser.add_argument("--run_pairs",
+                        type=int,
+                        default=3,
+                        help="fresh pairs of runs the rounds of a tfdist-vs-twin pair are split "
+                        "over (one pair of runs differs from the next by more than its slices "
+                        "scatter)")
     parser.add_argument("--variant_rounds",
                         type=int,
-                        default=30,
-                        help="rounds of the Keras 3 and per-step-addition pairs")
-    parser.add_argument("--weak_rounds", type=int, default=8)
+                        default=20,
+                        help="rounds of the Keras 3 and per-step-addition pairs (one pair of runs)")
+    parser.add_argument("--weak_rounds", type=int, default=6)
     parser.add_argument("--slice", type=float, default=1.0, help="seconds per slice, about")
     parser.add_argument("--steps_per_epoch",
                         type=int,
@@ -386,12 +392,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds = args.variant_rounds = args.weak_rounds = 6
-        args.slice, args.startup_rounds = 0.5, 1
+        args.slice, args.startup_rounds, args.run_pairs = 0.5, 1, 1
     # Past the first epoch's end: tracing and the first epoch-end work are behind the slices.
     warm_steps = args.steps_per_epoch + 20
     info = machine()
     work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
-    todo = [dict(p, rounds=args.variant_rounds) if p["group"] != "twin" else p for p in pairs()]
+    todo = [
+        dict(p, rounds=args.variant_rounds)
+        if p["group"] != "twin" else dict(p, run_pairs=args.run_pairs) for p in pairs()
+    ]
     todo += [dict(p, rounds=args.weak_rounds) for p in weak_pairs()]
     if args.only:
         todo = [p for p in todo if p["name"].startswith(tuple(args.only.split(",")))]
@@ -419,6 +428,8 @@ def main() -> None:
         "then one runs while the other's processes are stopped, A B, B A, ...",
         "rounds":
         args.rounds,
+        "run_pairs":
+        args.run_pairs,
         "variant_rounds":
         args.variant_rounds,
         "weak_rounds":

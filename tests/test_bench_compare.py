@@ -149,3 +149,16 @@ def test_verdicts_follow_from_the_interval():
         1.0, 0.95, 1.05, 9, 9,
         "tfdist").startswith("cannot tell: the 95 % interval 0.950-1.050 is +-5.0 %")
     assert compare.verdict(1.0, 1.0, 1.0, 4, 9, "tfdist").startswith("cannot tell: 4 of 9")
+
+
+def test_the_interval_holds_what_differs_between_pairs_of_runs():
+    """Two pairs of runs whose rounds agree within each but differ by 6 % between them: the
+    two-level bootstrap's interval reaches past both pairs' medians, the rounds-only one does
+    not."""
+    rng = [0.995, 1.0, 1.005, 0.998, 1.002, 1.001, 0.999, 1.003]
+    values = rng + [v + 0.06 for v in rng]
+    groups = [0] * len(rng) + [1] * len(rng)
+    median, low, high = compare.interval(values, groups=groups)
+    _, flat_low, flat_high = compare.interval(values)
+    assert low <= 1.0 and high >= 1.06
+    assert high - low > flat_high - flat_low
