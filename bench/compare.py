@@ -34,7 +34,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 from scipy import stats
 
-import tree
+import proctree
 
 WITHIN = 0.02  # "within 2 %": the interval inside [1 - WITHIN, 1 + WITHIN]
 TELLS = 0.03  # an interval wider than +-3 % cannot tell
@@ -202,7 +202,7 @@ def stop_after_step(run: Run, label: str, within: float) -> None:
     last, deadline = run.steps(), time.monotonic() + within
     while run.steps() == last and time.monotonic() < deadline:
         time.sleep(0.0002)
-    if not tree.stop(run.roots):
+    if not proctree.stop(run.roots):
         raise RunFailed(f"{label}: a process did not stop: see {run.log}")
 
 
@@ -226,13 +226,13 @@ def warm_up(runs: dict, warm_steps: int, timeout: float) -> None:
 def measure_slice(run: Run, label: str, seconds: float) -> dict:
     """Continue the stopped run for about `seconds`, stop it after a finished step, and return
     what the slice cost: CPU seconds of the whole tree, steps, wall seconds."""
-    cpu0, _ = tree.cpu_seconds(run.roots)
+    cpu0, _ = proctree.cpu_seconds(run.roots)
     steps0, wall0 = run.steps(), time.monotonic()
-    tree.resume(run.roots)
+    proctree.resume(run.roots)
     time.sleep(seconds)
     stop_after_step(run, label, within=STEP_WAIT)
     wall = time.monotonic() - wall0
-    cpu1, processes = tree.cpu_seconds(run.roots)
+    cpu1, processes = proctree.cpu_seconds(run.roots)
     run.check(label)
     steps = run.steps() - steps0
     if steps <= 0:
@@ -280,13 +280,13 @@ def compare(pairs: Sequence[dict],
                         slice_ = measure_slice(runs[label], label, slice_seconds)
                         measured[index][i] = dict(slice_, run_pair=k)
                     i += 1
-                memory = {label: tree.peak_rss_mb(run.roots) for label, run in runs.items()}
+                memory = {label: proctree.peak_rss_mb(run.roots) for label, run in runs.items()}
             except RunFailed as e:
                 error = str(e)
                 log(f"  {pair['name']}: FAILED: {error}")
             finally:
                 for run in runs.values():
-                    tree.kill(run.roots)
+                    proctree.kill(run.roots)
                     for p in run.procs:
                         p.wait()
             if error:

@@ -11,7 +11,7 @@ Keras).
 Steps for bench/compare.py's slices: with $BENCH_STEPS_FILE set (an 8-byte file), rank 0 keeps
 its count of finished training steps there (little-endian int64, shared memory), which the driver
 reads to stop a run right after a step and to count the samples of a slice. The CPU time is read
-by the driver, from outside (bench/tree.py).
+by the driver, from outside (bench/proctree.py).
 
 --exit_after_train: end the process (status 0) when model.fit returns, so the runs stop paying
 for what each program does after training (evaluation, saving). It waits one second first: a rank
