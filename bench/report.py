@@ -376,11 +376,13 @@ def docs_blocks() -> dict:
             f"{setup['slice_seconds']:g} s per side (epochs of {setup['steps_per_epoch']} steps), "
             f"{m['date'][:10]}, load average {m['load_average'][0]} at the start and "
             f"{data.get('load_average_end', ['?'])[0]} at the end. A / B: the median per-round "
-            "ratio, with its bootstrap 95 % interval.\n\n" + _md(
-                ("comparison", "A / B", "CPU-ms per sample, A / B", "CPU ratio [95 %]",
+            "ratio, with its bootstrap 95 % interval (over the pairs of runs, then the rounds; "
+            "rounds: pairs of runs x rounds each).\n\n" + _md(
+                ("comparison", "A / B", "rounds", "CPU-ms per sample, A / B", "CPU ratio [95 %]",
                  "samples/s, A / B", "samples/s ratio [95 %]", "verdict"),
                 [(r["name"] + (" *(quick)*" if r.get("quick") and not all_quick else ""),
-                  f"{r['a']} / {r['b']}", f"{_fmt(r['a_side']['cpu_per_sample_ms'], 4)} / "
+                  f"{r['a']} / {r['b']}", rounds_text(r),
+                  f"{_fmt(r['a_side']['cpu_per_sample_ms'], 4)} / "
                   f"{_fmt(r['b_side']['cpu_per_sample_ms'], 4)}", interval_text(
                       r["cpu_ratio"]), f"{_fmt(r['a_side']['samples_per_sec'], 0)} / "
                   f"{_fmt(r['b_side']['samples_per_sec'], 0)}", interval_text(
