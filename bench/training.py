@@ -138,11 +138,17 @@ def weak_pairs() -> list[dict]:
     return out
 
 
-def train_args(cfg: dict, args) -> list[str]:
+def train_args(cfg: dict, epochs: int, steps_per_epoch: int) -> list[str]:
     return [
-        f"--model={cfg['model']}", f"--epochs={args.epochs}",
-        f"--steps_per_epoch={args.steps_per_epoch}", f"--batch_size={PER_REPLICA_BATCH}"
+        f"--model={cfg['model']}", f"--epochs={epochs}", f"--steps_per_epoch={steps_per_epoch}",
+        f"--batch_size={PER_REPLICA_BATCH}"
     ]
+
+
+def paths(cfg: dict, work: str, suffix: str = "") -> tuple[str, str]:
+    """The prefix of a run's files (probe records, steps, its model_dir PREFIX.run) and its log."""
+    tag = cfg["name"].replace("/", "-").replace(" ", "").replace("=", "-") + suffix
+    return os.path.join(work, tag), os.path.join(work, tag + ".log")
 
 
 def samples_per_step(cfg: dict) -> int:
@@ -155,21 +161,22 @@ def samples_per_step(cfg: dict) -> int:
     return PER_REPLICA_BATCH * cfg["procs"]
 
 
-def commands(cfg: dict, args, prefix: str, run_dir: str,
+def commands(cfg: dict, epochs: int, steps_per_epoch: int, prefix: str,
              exit_after_train: bool) -> list[tuple[list[str], dict]]:
-    """The processes one configuration starts (command, extra environment), the chief first."""
+    """The processes one configuration starts (command, extra environment), the chief first;
+    `{run_dir}` in its extra flags becomes PREFIX.run."""
     pin = [] if cfg["engine"] in UNPINNED else ["--pin"]
     probe = [PYTHON, PROBE, prefix] + (["--exit_after_train"] if exit_after_train else []) + pin
     probe.append("--")
     n, engine = cfg["procs"], cfg["engine"]
-    own = train_args(cfg, args)
+    own = train_args(cfg, epochs, steps_per_epoch)
     if engine == "mirrored":
         own.append(f"--cpu_devices={MIRRORED_DEVICES}")
     if engine == "parameter_server":
         own.append("--optimizer=adam")  # tfdist's default there; the twin's lr as tfdist's
         own.append("--lr=0.001")
     if cfg["side"] == "tfdist":
-        extra = [e.replace("{run_dir}", run_dir) for e in cfg["extra"]]
+        extra = [e.replace("{run_dir}", prefix + ".run") for e in cfg["extra"]]
         train = [TFDIST, "train", f"--strategy={engine}", "--pipeline=digits"] + own + extra
         if engine == "mirrored":
             return [(probe + train, {})]
@@ -191,31 +198,28 @@ def commands(cfg: dict, args, prefix: str, run_dir: str,
 
 def start_run(cfg: dict, args, work: str) -> Run:
     """Start one configuration that trains until it is killed (bench/compare.py's slices)."""
-    tag = cfg["name"].replace("/", "-").replace(" ", "").replace("=", "-")
-    prefix, log = os.path.join(work, tag), os.path.join(work, tag + ".log")
+    prefix, log = paths(cfg, work)
+    shutil.rmtree(prefix + ".run", ignore_errors=True)  # each pair of runs starts afresh
     steps = steps_file(prefix + ".steps")
     env = quiet_env(BENCH_STEPS_FILE=steps)
     per_epoch = args.steps_per_epoch
     if cfg["engine"] == "parameter_server":
         env["BENCH_COUNT_AT"] = "epoch"
         per_epoch = PS_STEPS_PER_EPOCH
-    endless = argparse.Namespace(epochs=10**6, steps_per_epoch=per_epoch)
     procs = [
         start(command, dict(env, **extra), log)
-        for command, extra in commands(cfg, endless, prefix, prefix + ".run", False)
+        for command, extra in commands(cfg, 10**6, per_epoch, prefix, False)
     ]
     return Run(procs, steps, samples_per_step(cfg), log)
 
 
 def measure_startup(cfg: dict, args, work: str, round_index: int) -> dict:
     """One short run to its end: seconds from launch to the start and end of its first step."""
-    tag = cfg["name"].replace("/", "-").replace(" ", "") + f"-start-r{round_index}"
-    prefix, log = os.path.join(work, tag), os.path.join(work, tag + ".log")
-    short = argparse.Namespace(epochs=1, steps_per_epoch=STARTUP_STEPS)
+    prefix, log = paths(cfg, work, f"-start-r{round_index}")
     t0 = time.time()
     procs = [
         start(command, quiet_env(**extra), log)
-        for command, extra in commands(cfg, short, prefix, prefix + ".run", True)
+        for command, extra in commands(cfg, 1, STARTUP_STEPS, prefix, True)
     ]
     status = wait_all(procs, args.timeout)
     ranks = []
