@@ -34,7 +34,7 @@ class InputCounter:
         variable = self.variable
 
         def count(*element):
-            variable.assign_add(1)
+            variable.assign_add(1, read_value=False)
             return element if len(element) > 1 else element[0]
 
         return lambda ctx: dataset_fn(ctx).map(count)

@@ -101,8 +101,8 @@ def count_steps(model) -> Optional[StepCounters]:
             data = next(iterator)
         with tf.control_dependencies(tf.nest.flatten(data, expand_composites=True)):
             arrived = tf.timestamp()
-        counters.waited.assign_add(arrived - start)
-        counters.samples.assign_add(_batch_size(data, strategy))
+        counters.waited.assign_add(arrived - start, read_value=False)
+        counters.samples.assign_add(_batch_size(data, strategy), read_value=False)
         outputs = strategy.run(run_step, args=(data, ))
         return reduce_per_replica(outputs, strategy, reduction=model.distribute_reduction_method)
 
