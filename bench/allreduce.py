@@ -1,6 +1,6 @@
 """Benchmark 2: gradient all-reduce between 2 processes on loopback vs the wire (plain TCP).
 
-  .venv/bin/python bench/allreduce.py [--repeats=5] [--passes=2]
+  .venv/bin/python bench/allreduce.py [--repeats=5] [--passes=1]
 
 Measured in one run:
 - the limit: plain TCP throughput over 127.0.0.1 between two processes (one stream, 256 MB a
@@ -311,7 +311,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--packs", default="", help="bytes_per_pack sweep in MB, e.g. default,0,16")
-    parser.add_argument("--passes", type=int, default=2, help="runs of each setting, pooled")
+    parser.add_argument("--passes", type=int, default=1, help="runs of each setting, pooled")
     parser.add_argument("--sweep", default="", help="comma-separated engines (default both)")
     args = parser.parse_args()
     if args.worker:

@@ -1,7 +1,7 @@
 """Benchmarks 1, 3 and 4: tfdist against hand-written TensorFlow and Horovod, in CPU-seconds per
 trained sample, plus tfdist's own variants (Keras 3, each per-step addition on/off).
 
-  .venv/bin/python bench/training.py [--rounds=24] [--quick] [--only=NAME_START,...]
+  .venv/bin/python bench/training.py [--rounds=36] [--run_pairs=6] [--quick] [--only=NAME_START,...]
 
 Every comparison goes through bench/compare.py's `compare`: both runs start together, warm up,
 then train in alternating slices of about a second (A B, B A, ...: the other run's processes
@@ -364,16 +364,20 @@ def main() -> None:
                         help="rounds (a slice of each side) of the tfdist-vs-twin pairs")
     parser.add_argument("--run_pairs",
                         type=int,
-                        default=3,
+                        default=6,
                         help="fresh pairs of runs the rounds of a tfdist-vs-twin pair are split "
                         "over (one pair of runs differs from the next by more than its slices "
                         "scatter)")
     parser.add_argument("--variant_rounds",
                         type=int,
-                        default=20,
+                        default=16,
                         help="rounds of the Keras 3 and per-step-addition pairs (one pair of runs)")
-    parser.add_argument("--weak_rounds", type=int, default=6)
-    parser.add_argument("--slice", type=float, default=1.0, help="seconds per slice, about")
+    parser.add_argument("--weak_rounds", type=int, default=4)
+    parser.add_argument("--slice",
+                        type=float,
+                        default=0.8,
+                        help="seconds per slice, about (short: what differs between pairs of "
+                        "runs outweighs what a longer slice would smooth)")
     parser.add_argument("--steps_per_epoch",
                         type=int,
                         default=150,
