@@ -259,16 +259,21 @@ def compare(pairs: Sequence[dict],
     """Measure each pair ({"name", "a": cfg, "b": cfg, "subject", "group", "goal"}; a cfg has a
     "label"; a pair may set its own "rounds", and "run_pairs": over how many fresh pairs of runs
     the rounds are split, 1 by default) in `rounds` rounds of alternating slices and summarize
-    each. `start(cfg)` starts a run that trains until killed. Returns the rows, every slice kept
-    in row["runs"] (with the pair of runs it is from)."""
+    each. With "max_run_pairs" a pair whose CPU-ratio interval is still wider than +-3 % after
+    those gets more pairs of runs (as many rounds each), up to that many in all: the time goes to
+    the rows that need it. `start(cfg)` starts a run that trains until killed. Returns the rows,
+    every slice kept in row["runs"] (with the pair of runs it is from)."""
     rows = []
     for pair in pairs:
         n, run_pairs = pair.get("rounds", rounds), pair.get("run_pairs", 1)
+        most = max(run_pairs, pair.get("max_run_pairs", run_pairs))
         started = time.monotonic()
         measured: tuple[dict, dict] = ({}, {})
         error, memory = None, {}
         i = 0
-        for k in range(run_pairs):  # the rounds split over fresh pairs of runs
+        for k in range(most):  # the rounds split over fresh pairs of runs
+            if k >= run_pairs and _tells(measured):
+                break
             runs: dict = {}
             try:
                 for label in ("a", "b"):
@@ -291,7 +296,7 @@ def compare(pairs: Sequence[dict],
                         p.wait()
             if error:
                 break
-        row = summarize(pair, *measured, n)
+        row = summarize(pair, *measured, max(i, n) if error else i)
         row.update(error=error,
                    seconds=round(time.monotonic() - started, 1),
                    runs={
@@ -305,6 +310,13 @@ def compare(pairs: Sequence[dict],
             f"{r['median']} [{r['low']}, {r['high']}]: {row['verdict']} ({row['seconds']:.0f} s)")
         rows.append(row)
     return rows
+
+
+def _tells(measured: tuple[dict, dict]) -> bool:
+    """Whether the CPU ratio's interval so far is at most +-3 % wide."""
+    cpu, groups = ratios(*measured, "cpu_per_sample")
+    _, low, high = interval(cpu, groups=groups)
+    return low is not None and (high - low) / 2 <= TELLS
 
 
 def _median(values: list) -> Optional[float]:

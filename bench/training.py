@@ -1,7 +1,7 @@
 """Benchmarks 1, 3 and 4: tfdist against hand-written TensorFlow and Horovod, in CPU-seconds per
 trained sample, plus tfdist's own variants (Keras 3, each per-step addition on/off).
 
-  .venv/bin/python bench/training.py [--rounds=36] [--run_pairs=6] [--quick] [--only=NAME_START,...]
+  .venv/bin/python bench/training.py [--rounds=24] [--run_pairs=4] [--max_run_pairs=8] [--quick]
 
 Every comparison goes through bench/compare.py's `compare`: both runs start together, warm up,
 then train in alternating slices of about a second (A B, B A, ...: the other run's processes
@@ -360,19 +360,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds",
                         type=int,
-                        default=36,
-                        help="rounds (a slice of each side) of the tfdist-vs-twin pairs")
+                        default=24,
+                        help="rounds (a slice of each side) of the tfdist-vs-twin pairs, over "
+                        "their first --run_pairs pairs of runs")
     parser.add_argument("--run_pairs",
                         type=int,
-                        default=6,
+                        default=4,
                         help="fresh pairs of runs the rounds of a tfdist-vs-twin pair are split "
                         "over (one pair of runs differs from the next by more than its slices "
                         "scatter)")
+    parser.add_argument("--max_run_pairs",
+                        type=int,
+                        default=8,
+                        help="pairs of runs a tfdist-vs-twin pair may get in all: one more "
+                        "(with as many rounds) while its interval is wider than +-3 %%")
     parser.add_argument("--variant_rounds",
                         type=int,
                         default=16,
                         help="rounds of the Keras 3 and per-step-addition pairs (one pair of runs)")
-    parser.add_argument("--weak_rounds", type=int, default=4)
+    parser.add_argument("--weak_rounds", type=int, default=5)
     parser.add_argument("--slice",
                         type=float,
                         default=0.8,
@@ -400,14 +406,14 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds = args.variant_rounds = args.weak_rounds = 6
-        args.slice, args.startup_rounds, args.run_pairs = 0.5, 1, 1
+        args.slice, args.startup_rounds, args.run_pairs, args.max_run_pairs = 0.5, 1, 1, 1
     # Past the first epoch's end: tracing and the first epoch-end work are behind the slices.
     warm_steps = args.steps_per_epoch + 20
     info = machine()
     work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
     todo = [
-        dict(p, rounds=args.variant_rounds)
-        if p["group"] != "twin" else dict(p, run_pairs=args.run_pairs) for p in pairs()
+        dict(p, rounds=args.variant_rounds) if p["group"] != "twin" else dict(
+            p, run_pairs=args.run_pairs, max_run_pairs=args.max_run_pairs) for p in pairs()
     ]
     todo += [dict(p, rounds=args.weak_rounds) for p in weak_pairs()]
     if args.only:
@@ -438,6 +444,8 @@ def main() -> None:
         args.rounds,
         "run_pairs":
         args.run_pairs,
+        "max_run_pairs":
+        args.max_run_pairs,
         "variant_rounds":
         args.variant_rounds,
         "weak_rounds":

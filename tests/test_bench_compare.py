@@ -163,3 +163,48 @@ def test_the_interval_holds_what_differs_between_pairs_of_runs():
     _, flat_low, flat_high = compare.interval(values)
     assert low <= 1.0 and high >= 1.06
     assert high - low > flat_high - flat_low
+
+
+def test_a_row_gets_more_pairs_of_runs_only_while_it_cannot_tell(worker, tmp_path):
+    """max_run_pairs: one more pair of runs only while the CPU-ratio interval of those so far is
+    wider than +-3 %. A against a copy of itself (a ratio of 1): checked against the rule on the
+    rounds as stored; then with a rule no interval meets, every allowed pair of runs runs."""
+    started = []
+
+    def start(cfg):
+        started.append(start_worker(worker, tmp_path, cfg["work"]))
+        return started[-1]
+
+    def wide(row, pairs):  # the rule, on the rounds of the first `pairs` pairs of runs
+        kept = [(v, g) for v, g in zip(row["cpu_ratio_rounds"], row["round_run_pairs"])
+                if g < pairs]
+        _, low, high = compare.interval([v for v, _ in kept], groups=[g for _, g in kept])
+        return (high - low) / 2 > compare.TELLS
+
+    pair = dict(name="same",
+                a=dict(label="a", work=20000),
+                b=dict(label="b", work=20000),
+                run_pairs=1,
+                max_run_pairs=3)
+    row, = compare.compare([pair],
+                           rounds=6,
+                           start=start,
+                           slice_seconds=0.2,
+                           warm_steps=3,
+                           log=lambda line: None)
+    ran = row["run_pairs"]
+    assert row["rounds"] == 6 * ran == len(row["cpu_ratio_rounds"]) and len(started) == 2 * ran
+    assert all(wide(row, k) for k in range(1, ran)), row["round_run_pairs"]
+    assert ran == 3 or not wide(row, ran), row["cpu_ratio"]
+    tells = compare.TELLS
+    try:
+        compare.TELLS = 0.0
+        row, = compare.compare([pair],
+                               rounds=6,
+                               start=start,
+                               slice_seconds=0.2,
+                               warm_steps=3,
+                               log=lambda line: None)
+    finally:
+        compare.TELLS = tells
+    assert row["run_pairs"] == 3 and row["rounds"] == 18, row["round_run_pairs"]
