@@ -65,7 +65,8 @@ def test_nothing_runs_per_step_in_python_by_default(strategy):
         type(c).__name__ for c in cbs if c._implements_train_batch_hooks()
     ]
     # The same list with a callback that has one: Keras does call them (the check can fail).
-    hooks = tf.keras.callbacks.CallbackList(list(cbs) + [tf.keras.callbacks.LambdaCallback(
-        on_train_batch_end=lambda batch, logs: None)],
-                                            model=model)
+    hooks = tf.keras.callbacks.CallbackList(
+        list(cbs) +
+        [tf.keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: None)],
+        model=model)
     assert hooks._should_call_train_batch_hooks
