@@ -2,9 +2,8 @@
 of all its threads, the job names the rank(s) that stopped progressing, and the process ends with
 status 124 (EXIT_STALLED) instead of waiting for the time limit.
 
-A thread of its own that reads the steps done from the optimizer's counter each interval
-(`poll_steps`; or is fed one tiny call per completed step, `step_completed`), set up by a Keras
-callback of either Keras (tfdist.train.watchdog_callback), and told of slow phases (`slow_phase`:
+A thread of its own, fed by one tiny call per completed step (`step_completed`, from Keras
+callbacks of either Keras: tfdist.train.watchdog_callback) and told of slow phases (`slow_phase`:
 start, epoch ends, checkpoint writes, validation) that get a longer grace until the next step.
 No TensorFlow and no Keras here: a thread can still run while the main thread is blocked in a
 TensorFlow collective (TensorFlow releases the GIL while it executes), and ends the process with
@@ -145,10 +144,8 @@ class Watchdog:
         self._slow = True
 
     def poll_steps(self, source: Optional[Callable[[], int]]) -> None:
-        """Read the completed steps from `source` (a counter: the optimizer's iterations) each
-        interval instead of being fed: nothing runs per step, and under parameter_server, whose
-        loop hooks see steps scheduled, the counter tells steps completed. The count when the
-        thread starts is the baseline (a resumed run's counter starts at its step)."""
+        """Read the completed steps from `source` each interval instead of being fed (where
+        the loop's hooks see steps scheduled, not completed: parameter_server's chief)."""
         self._source = source
 
     # -- limits --
@@ -183,10 +180,6 @@ class Watchdog:
 
     def _run(self) -> None:
         interval = self._interval()
-        if self._source is not None:  # the baseline: only a step after it is progress
-            done = _call_with_timeout(self._source, interval)
-            if done is not None:
-                self.steps = done
         seen = (self.steps, time.monotonic())
         while not self._stop.wait(interval):
             if self._source is not None:
