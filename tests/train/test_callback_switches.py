@@ -45,4 +45,3 @@ def test_switched_off_they_are_not_there(tmp_path, default_signals):
     assert cbs.meter is None and cbs.preemption is None
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL
-
