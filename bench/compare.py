@@ -6,7 +6,7 @@ Why slices. On a shared 2-core VM the speed of the same code drifts by 10-20 % o
 CPU-ms per sample minutes apart, and one run moved between the two within itself. Whole runs one
 after the other (A, then B, then B, then A, ...) therefore scatter by +-10 % however long each is.
 So both runs are started together, brought past their warm-up, and then only one runs at a time:
-the other's whole process tree is stopped (SIGSTOP). A runs for a slice of about a second, is
+the other's whole process tree is stopped (SIGSTOP). A runs for a slice (0.8 s by default), is
 stopped right after a finished step, then B, then B again, then A (A B, B A, A B, ...): the two
 sides of a round are measured within two seconds of each other, under the same drift, and no
 round pays for start-up. Each slice measures the CPU seconds of the run's whole tree (read while

@@ -369,8 +369,12 @@ def docs_blocks() -> dict:
                  "Rows marked *(quick)* are from a quick run (`BENCH_QUICK=1`: 6 rounds of "
                  "half-second slices; their intervals are wide for that reason); the others from "
                  if setup.get("quick") else "")
+        pairs, most = setup.get("run_pairs", 1), setup.get("max_run_pairs", 1)
+        more = (f", then {setup['rounds'] // pairs} more rounds in a fresh pair of runs while the "
+                f"row's interval is wider than +-3 %, up to {most} pairs of runs"
+                if most > pairs else "")
         blocks["overhead"] = (
-            f"{quick}{setup['rounds']} rounds in {setup.get('run_pairs', 1)} fresh pairs of runs "
+            f"{quick}{setup['rounds']} rounds in {pairs} fresh pairs of runs{more} "
             f"(the Keras 3 and addition rows: {setup.get('variant_rounds', setup['rounds'])} "
             "rounds, one pair of runs) of alternating slices of about "
             f"{setup['slice_seconds']:g} s per side (epochs of {setup['steps_per_epoch']} steps), "

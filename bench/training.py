@@ -4,7 +4,7 @@ trained sample, plus tfdist's own variants (Keras 3, each per-step addition on/o
   .venv/bin/python bench/training.py [--rounds=24] [--run_pairs=4] [--max_run_pairs=8] [--quick]
 
 Every comparison goes through bench/compare.py's `compare`: both runs start together, warm up,
-then train in alternating slices of about a second (A B, B A, ...: the other run's processes
+then train in alternating slices of about 0.8 s (A B, B A, ...: the other run's processes
 stopped), and each row is the median per-round ratio with a bootstrap 95 % interval and its
 verdict:
 
