@@ -61,6 +61,17 @@ def start_worker(worker, tmp_path, work, child=False):
     return compare.Run([proc], steps, samples_per_step=1, log=log)
 
 
+def measure(pair, start, rounds, slice_seconds):
+    """compare.compare on one pair, quietly, after a warm-up of 3 steps: its row."""
+    row, = compare.compare([pair],
+                           rounds=rounds,
+                           start=start,
+                           slice_seconds=slice_seconds,
+                           warm_steps=3,
+                           log=lambda line: None)
+    return row
+
+
 def wait_for(condition, what, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not condition():
@@ -104,12 +115,7 @@ def test_slices_measure_a_known_cost_ratio(worker, tmp_path):
                 subject="A",
                 a=dict(label="a", work=40000),
                 b=dict(label="b", work=20000))
-    row, = compare.compare([pair],
-                           rounds=8,
-                           start=start,
-                           slice_seconds=0.3,
-                           warm_steps=3,
-                           log=lambda line: None)
+    row = measure(pair, start, rounds=8, slice_seconds=0.3)
     assert row["error"] is None
     assert len(row["runs"]["a"]) == len(row["runs"]["b"]) == 8
     assert len(row["cpu_ratio_rounds"]) == 8
@@ -133,12 +139,7 @@ def test_a_run_that_dies_gives_a_row_that_says_so(worker, tmp_path):
         return start_worker(worker, tmp_path, 2000)
 
     pair = dict(name="dies", a=dict(label="a"), b=dict(label="b"))
-    row, = compare.compare([pair],
-                           rounds=6,
-                           start=start,
-                           slice_seconds=0.2,
-                           warm_steps=3,
-                           log=lambda line: None)
+    row = measure(pair, start, rounds=6, slice_seconds=0.2)
     assert "b ended (status [3])" in row["error"]
     assert row["verdict"] == "cannot tell: 0 of 6 rounds ran on both sides (fewer than 5)"
 
@@ -186,12 +187,7 @@ def test_a_row_gets_more_pairs_of_runs_only_while_it_cannot_tell(worker, tmp_pat
                 b=dict(label="b", work=20000),
                 run_pairs=1,
                 max_run_pairs=3)
-    row, = compare.compare([pair],
-                           rounds=6,
-                           start=start,
-                           slice_seconds=0.2,
-                           warm_steps=3,
-                           log=lambda line: None)
+    row = measure(pair, start, rounds=6, slice_seconds=0.2)
     ran = row["run_pairs"]
     assert row["rounds"] == 6 * ran == len(row["cpu_ratio_rounds"]) and len(started) == 2 * ran
     assert all(wide(row, k) for k in range(1, ran)), row["round_run_pairs"]
@@ -199,12 +195,7 @@ def test_a_row_gets_more_pairs_of_runs_only_while_it_cannot_tell(worker, tmp_pat
     tells = compare.TELLS
     try:
         compare.TELLS = 0.0
-        row, = compare.compare([pair],
-                               rounds=6,
-                               start=start,
-                               slice_seconds=0.2,
-                               warm_steps=3,
-                               log=lambda line: None)
+        row = measure(pair, start, rounds=6, slice_seconds=0.2)
     finally:
         compare.TELLS = tells
     assert row["run_pairs"] == 3 and row["rounds"] == 18, row["round_run_pairs"]
