@@ -42,7 +42,7 @@ def start(tmp_path: Path, status: int, rank: int = 1) -> subprocess.Popen:
                SLURM_PROCID=str(rank),
                SLURM_NTASKS="2",
                SLURMD_NODENAME="node",
-               TFDIST_PREEMPT_GRACE="600")
+               TFDIST_PREEMPT_GRACE="3600")
     return subprocess.Popen(
         ["bash", str(TASK), sys.executable, "-c", COMMAND,
          str(tmp_path),
@@ -67,6 +67,17 @@ def parent_of(pid: int) -> int:
     return int(stat[stat.rindex(b")") + 2:].split()[1])
 
 
+def children_of(pid: int) -> list[str]:
+    """The names of a process's children (Linux /proc); a child gone meanwhile is left out."""
+    names = []
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            names.append(Path(f"/proc/{child}/comm").read_text().strip())
+        except OSError:
+            pass
+    return names
+
+
 def test_sigterm_is_passed_on_and_task_sh_outlives_its_command(tmp_path):
     proc = start(tmp_path, status=75)
     try:
@@ -79,8 +90,8 @@ def test_sigterm_is_passed_on_and_task_sh_outlives_its_command(tmp_path):
         assert proc.poll() is None, proc.communicate()[0]
         assert parent_of(child) == proc.pid
         (tmp_path / "release").touch()
-        # Rank 1's status 75 after a SIGTERM: the step is ending, so no hold (the hold is 600 s
-        # here: a held exit would not come within this wait).
+        # Rank 1's status 75 after a SIGTERM: the step is ending, so no hold (an hour here: a
+        # held exit would not come within this wait, on any machine).
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 75, out
     finally:
@@ -102,13 +113,13 @@ def test_rank_1_preempted_without_a_signal_holds_its_exit_until_ended(tmp_path):
     (tmp_path / "release").touch()
     proc = start(tmp_path, status=75)
     try:
-        wait_for(tmp_path / "ready", proc)
-        child, _ = map(int, (tmp_path / "ready").read_text().split())
+        # The hold is task.sh waiting on a `sleep` of its own once its command has ended; a
+        # task.sh that did not hold would end here instead.
         deadline = time.monotonic() + 120
-        while Path(f"/proc/{child}").exists() and parent_of(child) == proc.pid:
-            assert time.monotonic() < deadline, "the command did not end"
+        while "sleep" not in children_of(proc.pid):
+            assert proc.poll() is None, "rank 1's status 75 was not held"
+            assert time.monotonic() < deadline, "task.sh did not start its hold"
             time.sleep(0.05)
-        assert proc.poll() is None, "rank 1's status 75 was not held"
         os.kill(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=120)
         assert proc.returncode == 75, out
