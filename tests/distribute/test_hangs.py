@@ -86,8 +86,9 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 def summary_line(out: str) -> str:
     # stalled: the watchdog; Lost / Horovod shut down: the strategy's own check of its peers.
-    m = re.search(r"^\[0\] tfdist: error: (stalled: |Lost |Horovod shut down while ).* "
-                  r"Stopped progressing: .*$", out, re.M)
+    m = re.search(
+        r"^\[0\] tfdist: error: (stalled: |Lost |Horovod shut down while ).* "
+        r"Stopped progressing: .*$", out, re.M)
     assert m, out[-4000:]
     return m.group(0)
 
