@@ -55,6 +55,30 @@ def test_limits_auto_and_slow_phases():
     assert fixed.limit() == SLOW_FLOOR
 
 
+def test_polled_steps_add_up_over_fits():
+    """parameter_server: each fit's step counter starts at 0 (tf-keras's _train_counter, tfdist's
+    for Keras 3); the watchdog's count goes on from where the last fit left it."""
+    w = Watchdog(0, 20.0)
+    counter = [0]
+    w.poll_steps(lambda: counter[0])
+    w.read_steps(5.0)
+    assert (w.steps, w.limit()) == (0, SLOW_FLOOR)  # nothing done yet
+    counter[0] = 7
+    w.read_steps(5.0)
+    assert (w.steps, w.limit()) == (7, 20.0)  # steps done: progress
+    w.poll_steps(lambda: counter[0])  # the next fit
+    counter[0] = 0
+    w.read_steps(5.0)
+    assert w.steps == 7
+    counter[0] = 3
+    w.read_steps(5.0)
+    assert w.steps == 10
+    w.poll_steps(None)  # fed by the hooks again
+    w.read_steps(5.0)
+    w.step_completed()
+    assert w.steps == 11
+
+
 def stall(tmp_path, others=(), input_batches=None, ranks=(0, 1)):
     """Rank 0's watchdog with T=1 s after 3 steps, beside `others` (rank, record) written once;
     (exit status, summary) once it has ended."""

@@ -24,6 +24,19 @@ def is_keras3(obj) -> bool:
     return any(c.__module__.split(".")[0] == "keras" for c in cls.__mro__)
 
 
+def train_counter(model):
+    """The variable counting the training steps that `model`'s current fit has completed (from 0,
+    incremented after each step's outputs, so a step waiting for its batch is not counted):
+    tf-keras's own `_train_counter`; for a Keras 3 model under parameter servers, the one
+    tfdist's coordinator-driven fit keeps. None where there is none. Not the optimizer's
+    counter: a train_step that steps optimizers of its own (a GAN) never moves that one."""
+    if is_keras3(model):
+        from tfdist.keras3.parameter_server import train_counter as keras3_counter
+
+        return keras3_counter(model)
+    return getattr(model, "_train_counter", None)
+
+
 def keras_module(version: int):
     """The Keras module that builds models for `version`: 2 is tf.keras (tf-keras under tfdist), 3
     is `import keras` (Keras 3, which TensorFlow >= 2.16 installs beside tf-keras)."""

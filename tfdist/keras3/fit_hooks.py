@@ -53,9 +53,15 @@ def instrument_steps(model, counters, batch_size) -> None:
     trainer = __import__("keras.src.backend.tensorflow.trainer", fromlist=["reduce_per_replica"])
     strategy = model.distribute_strategy
     own = model.train_function
+    coordinator = getattr(model, "_cluster_coordinator", None)  # tfdist.keras3.parameter_server
+    train_step = model.train_step
+    if coordinator is not None:  # the watchdog counts the steps done there
+        from tfdist.keras3.parameter_server import counting_step
+
+        train_step = counting_step(model)
 
     def one_step_on_data(data):
-        outputs = strategy.run(model.train_step, args=(data, ))
+        outputs = strategy.run(train_step, args=(data, ))
         return trainer.reduce_per_replica(outputs, strategy, reduction="auto")
 
     def step(iterator):
@@ -73,8 +79,6 @@ def instrument_steps(model, counters, batch_size) -> None:
                                        reduce_retracing=True,
                                        jit_compile=model.jit_compile)
         step = tf.function(step, reduce_retracing=True)
-
-    coordinator = getattr(model, "_cluster_coordinator", None)  # tfdist.keras3.parameter_server
 
     def train_function(iterator):
         if coordinator is not None:  # a step on a worker, its counters on a parameter server

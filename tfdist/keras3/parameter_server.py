@@ -30,12 +30,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import weakref
 
 from tfdist.errors import ConfigError
 
 log = logging.getLogger("tfdist")
 
 _MARK = "_tfdist_parameter_server"
+_counters: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> steps completed
 
 
 class ParameterServerFitError(ConfigError):
@@ -160,7 +162,8 @@ def fit(model,
         with strategy.scope():
             model._symbolic_build(data_batch=spec)
 
-    step = tf.autograph.experimental.do_not_convert(model.train_step)
+    step = counting_step(model)
+    train_counter(model).assign(0)  # this fit's steps, as tf-keras's _train_counter
 
     @tf.function(reduce_retracing=True)
     def train_function(iterator):
@@ -221,6 +224,44 @@ def fit(model,
         model.optimizer.finalize_variable_values(model.trainable_weights)
     callbacks.on_train_end(logs)
     return model.history
+
+
+def counting_step(model):
+    """`model.train_step`, also counting each step in `train_counter(model)` once its outputs
+    exist (a step waiting for its batch is not done), as tf-keras's train function does."""
+    import tensorflow as tf
+
+    train_step = tf.autograph.experimental.do_not_convert(model.train_step)
+    counter = _counter(model)
+
+    def step(data):
+        outputs = train_step(data)
+        with tf.control_dependencies([t for t in tf.nest.flatten(outputs) if tf.is_tensor(t)]):
+            counter.assign_add(1, read_value=False)
+        return outputs
+
+    return step
+
+
+def train_counter(model):
+    """The steps the current (or last) coordinator-driven fit of `model` completed: a variable on
+    a parameter server; None before its first fit."""
+    return _counters.get(model)
+
+
+def _counter(model):
+    """The model's step counter, made on first use where the strategy puts variables. Kept off the
+    model's attributes, so that Keras and checkpoints do not track it."""
+    import tensorflow as tf
+
+    if model not in _counters:
+        with model.distribute_strategy.scope():
+            _counters[model] = tf.Variable(0,
+                                           dtype=tf.int64,
+                                           trainable=False,
+                                           name="tfdist_train_counter",
+                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    return _counters[model]
 
 
 def _on_the_chief(keras_method, model, *args, **kwargs):

@@ -127,6 +127,7 @@ class Watchdog:
         self._beat = 0
         self._ending = threading.Lock()
         self._source: Optional[Callable[[], int]] = None
+        self._polled_from = 0  # self.steps when polling began
 
     # -- fed by the training loop (keep them tiny: they run after every step) --
     def step_completed(self) -> None:
@@ -145,8 +146,16 @@ class Watchdog:
 
     def poll_steps(self, source: Optional[Callable[[], int]]) -> None:
         """Read the completed steps from `source` each interval instead of being fed (where
-        the loop's hooks see steps scheduled, not completed: parameter_server's chief)."""
-        self._source = source
+        the loop's hooks see steps scheduled, not completed: parameter_server's chief).
+        `source` counts the steps of this fit, from 0; None: be fed again."""
+        self._source, self._polled_from = source, self.steps
+
+    def read_steps(self, timeout: float) -> None:
+        """Take the completed steps from the polled source now, waiting up to `timeout` s for
+        it (also at an epoch's end, when every scheduled step has run: the count is exact)."""
+        done = _call_with_timeout(self._source, timeout) if self._source is not None else None
+        if done is not None and self._polled_from + done > self.steps:
+            self.steps, self._last, self._slow = self._polled_from + done, time.monotonic(), False
 
     # -- limits --
     def limit(self) -> float:
@@ -182,10 +191,7 @@ class Watchdog:
         interval = self._interval()
         seen = (self.steps, time.monotonic())
         while not self._stop.wait(interval):
-            if self._source is not None:
-                done = _call_with_timeout(self._source, interval)
-                if done is not None and done > self.steps:
-                    self.steps, self._last, self._slow = done, time.monotonic(), False
+            self.read_steps(interval)
             now, steps, slow = time.monotonic(), self.steps, self._slow
             if steps > seen[0] + 1 and not slow:  # steady steps: their time sets auto T
                 self._slowest = max(self._slowest, (now - seen[1]) / (steps - seen[0]))

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfdist.keras3 import train_counter
 from tfdist.train.watchdog import Watchdog
+
+EPOCH_END_READ = 30.0  # seconds the epoch's end waits for the step counter on a parameter server
 
 
 class WatchdogCallback(tf.keras.callbacks.Callback):
@@ -29,12 +32,20 @@ class WatchdogCallback(tf.keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         # parameter_server: the hooks run as steps are scheduled (the queue holds 256K), so the
-        # watchdog reads the steps done from the optimizer's counter (on a ps) instead.
+        # watchdog reads the steps done from Keras's step counter (on a ps) instead. Not from the
+        # optimizer's: a train_step that steps optimizers of its own (a GAN) leaves that at 0,
+        # and the watchdog would end a healthy run.
         self._scheduled = getattr(self.model, "_cluster_coordinator", None) is not None
-        optimizer = self.model.optimizer
-        self.watchdog.poll_steps((
-            lambda: int(optimizer.iterations.numpy())) if self._scheduled else None)
+        self.watchdog.poll_steps(self._steps_source() if self._scheduled else None)
         self.watchdog.start()
+
+    def _steps_source(self):
+        counter = train_counter(self.model)
+        if counter is None:  # no such counter: the optimizer's, from where this fit starts
+            counter = self.model.optimizer.iterations
+            start = int(counter.numpy())
+            return lambda: int(counter.numpy()) - start
+        return lambda: int(counter.numpy())
 
     def on_train_batch_end(self, batch, logs=None):
         if not self._scheduled:
@@ -47,6 +58,8 @@ class WatchdogCallback(tf.keras.callbacks.Callback):
         self.watchdog.epoch = epoch
 
     def on_epoch_end(self, epoch, logs=None):
+        if self._scheduled:  # every scheduled step has run: the exact count
+            self.watchdog.read_steps(EPOCH_END_READ)
         self.watchdog.slow_phase()
 
     def on_test_begin(self, logs=None):
