@@ -1,7 +1,8 @@
 """The Keras side of the progress watchdog: fit's hooks feed tfdist.train.watchdog.Watchdog.
 
-Only the standard hooks and no model internals: a Keras 3 callback adapter can forward them as
-they are (or call `watchdog.step_completed()` / `watchdog.slow_phase()` itself). Put it first in
+Only the standard hooks (a Keras 3 callback adapter can forward them as they are, or call
+`watchdog.step_completed()` / `watchdog.slow_phase()` itself), and under parameter_server the
+counter of finished steps that tfdist.keras3.train_counter finds. Put it first in
 the list, so the other callbacks' epoch-end work (checkpoints, TensorBoard) gets the slow-phase
 grace.
 """
