@@ -55,6 +55,7 @@ class Runtime:
         self.lr_scaling = lr_scaling
         self.gpus = gpus  # the GPUs this task uses (tfdist.cluster.gpus.GpuPlan)
         self._input_counter = None  # batches delivered, for the progress watchdog
+        self._element_spec = None  # of rt.dataset's batches: builds a Keras 3 model to restore
         self._watchdog_off = False  # rt.callbacks(watchdog_timeout=0): nothing to count for
 
     @property
@@ -129,6 +130,13 @@ class Runtime:
                 return dataset_fn(ctx).skip(skip_steps * per_step)
 
             dataset_fn = skipped
+
+        def recorded(ctx, dataset_fn=dataset_fn):
+            dataset = dataset_fn(ctx)
+            self._element_spec = getattr(dataset, "element_spec", None)
+            return dataset
+
+        dataset_fn = recorded
         # Steps that take one batch from each pipeline: the batches delivered tell the watchdog
         # which rank waits for its input (tfdist.train.input_count).
         if exact and self.trains and not self._watchdog_off:
@@ -168,6 +176,7 @@ class Runtime:
         from tfdist.train.watchdog import timeout_setting
 
         options.setdefault("input_batches", self._input_batches)  # rt.dataset may come later
+        options.setdefault("element_spec", lambda: self._element_spec)
         self._watchdog_off = timeout_setting(options.get("watchdog_timeout")) == 0.0
         return training_callbacks(self.engine, model_dir, **options)
 

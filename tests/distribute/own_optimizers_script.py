@@ -1,7 +1,8 @@
 """A model whose train_step steps optimizers of its own, as a GAN's does (compile() without an
 optimizer, one per player), trained under parameter servers: chief + ps + 2 workers via `tfdist
 launch -n 4`. `python own_optimizers_script.py OUT_DIR KERAS` (KERAS: tf_keras or keras3). The
-chief writes OUT_DIR/result.json: the steps its progress watchdog counted and the optimizers'."""
+chief writes OUT_DIR/result.json: the steps its progress watchdog counted, the optimizers', and
+its checkpoints (OUT_DIR/run)."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import numpy as np
 
 import tfdist
 import tensorflow as tf
+from tfdist.train.checkpoint import latest
 
 out_dir, which = sys.argv[1], sys.argv[2]
 if which == "keras3":
@@ -65,7 +67,8 @@ with rt.scope():
     model.generator_optimizer.build(model.generator.trainable_variables)
     model.critic_optimizer.build(model.critic.trainable_variables)
 
-callbacks = rt.callbacks()
+model_dir = os.path.join(out_dir, "run")
+callbacks = rt.callbacks(model_dir)  # and checkpoints
 model.fit(rt.dataset(dataset_fn),
           epochs=EPOCHS,
           steps_per_epoch=STEPS,
@@ -78,4 +81,6 @@ with open(os.path.join(out_dir, "result.json"), "w") as f:
             "watchdog_steps": callbacks.watchdog.steps,
             "model_optimizer_iterations": int(model.optimizer.iterations.numpy()),
             "critic_optimizer_iterations": int(model.critic_optimizer.iterations.numpy()),
+            "checkpoints": sorted(os.listdir(os.path.join(model_dir, "checkpoints"))),
+            "last_checkpoint": latest(model_dir)[1],
         }, f)

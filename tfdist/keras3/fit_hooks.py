@@ -90,6 +90,25 @@ def instrument_steps(model, counters, batch_size) -> None:
     model.train_function = train_function
 
 
+def build_to_restore(model, element_spec) -> None:
+    """Build `model` before its checkpoint is restored. Keras 3 builds a model in its first step
+    where no distribution strategy is in scope (its `_maybe_symbolic_build`), after the callbacks
+    have started; and unlike tf-keras it does not fill variables made after a restore (measured
+    with Keras 3.15: a resumed subclassed model trained on from fresh weights, its optimizer held
+    slots for variables no longer in it). Built here from the batches' element spec (rt.dataset
+    records it), as Keras builds a model under a strategy."""
+    from tfdist.errors import ConfigError
+
+    if element_spec is None:
+        raise ConfigError(
+            f"{type(model).__name__} is not built when fit starts (a subclassed Keras 3 model is "
+            "built in its first step), so tfdist cannot restore its checkpoint into it. Build it "
+            "before fit: pass the data through `rt.dataset(fn)` (tfdist then builds it), or call "
+            "the model on one batch, or `model.build(input_shape)`.")
+    with model.distribute_strategy.scope():
+        model._symbolic_build(data_batch=element_spec)
+
+
 def steps_per_execution(model) -> int:
     return int(getattr(model, "steps_per_execution", 1) or 1)
 

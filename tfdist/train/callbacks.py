@@ -172,20 +172,20 @@ def make_watchdog(engine, model_dir: Optional[str], timeout: Optional[float],
                     report=lambda summary: end_after_failure(directory, summary, requeue))
 
 
-def training_callbacks(
-        engine,
-        model_dir: Optional[str] = None,
-        batch_size: Optional[int] = None,
-        checkpoint_steps: int = 0,
-        requeue: Optional[bool] = None,
-        meter: bool = True,
-        tensorboard: bool = True,
-        preemption: bool = True,
-        progress: bool = False,
-        identity: Optional[dict[str, Any]] = None,
-        facts: Optional[dict[str, Any]] = None,
-        watchdog_timeout: Any = None,
-        input_batches: Optional[Callable[[], Optional[int]]] = None) -> TrainingCallbacks:
+def training_callbacks(engine,
+                       model_dir: Optional[str] = None,
+                       batch_size: Optional[int] = None,
+                       checkpoint_steps: int = 0,
+                       requeue: Optional[bool] = None,
+                       meter: bool = True,
+                       tensorboard: bool = True,
+                       preemption: bool = True,
+                       progress: bool = False,
+                       identity: Optional[dict[str, Any]] = None,
+                       facts: Optional[dict[str, Any]] = None,
+                       watchdog_timeout: Any = None,
+                       input_batches: Optional[Callable[[], Optional[int]]] = None,
+                       element_spec: Optional[Callable[[], Any]] = None) -> TrainingCallbacks:
     """The callbacks of this task's model.fit (every training task needs the same list).
 
     model_dir: checkpoints (every epoch, and every `checkpoint_steps` steps), resume, preemption
@@ -199,6 +199,8 @@ def training_callbacks(
     watchdog_timeout: seconds without a completed step before the job ends naming the stuck
     rank(s) (tfdist.train.watchdog); None: $TFDIST_WATCHDOG_TIMEOUT, else auto; 0: off.
     input_batches: the batches this task's pipeline delivered (rt.dataset counts them).
+    element_spec: the batches' element spec (rt.dataset records it): builds a Keras 3 model that
+    fit has not built before the checkpoint is restored.
     """
     if model_dir and preemption:
         catch_signals()  # as early as the script lets us
@@ -222,7 +224,8 @@ def training_callbacks(
                                          chief,
                                          resume_identity(engine, batch_size, identity),
                                          checkpoint_steps,
-                                         collective=caps.collective_checkpoint)
+                                         collective=caps.collective_checkpoint,
+                                         element_spec=element_spec)
         cbs.append(cbs.checkpoint)
         if tensorboard and chief:
             cbs.append(_TensorBoard(os.path.join(model_dir, "logs")))

@@ -19,11 +19,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import re
 import shutil
 import tempfile
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 
@@ -112,8 +113,11 @@ def resume_point(model_dir: Optional[str], identity: Optional[dict[str, Any]] = 
 
 
 def describe_model(model) -> str:
-    """What a checkpoint's model is, when the caller names none: class and size."""
-    return f"{type(model).__name__} with {model.count_params()} parameters"
+    """What a checkpoint's model is, when the caller names none: class and size. A subclassed
+    model is not built before its first step (count_params() refuses it); its variables made so
+    far are counted, the same at every start of the same script."""
+    count = sum(math.prod(int(d) for d in v.shape) for v in model.weights)
+    return f"{type(model).__name__} with {count} parameters"
 
 
 class TrainingCheckpoint(tf.keras.callbacks.Callback):
@@ -130,13 +134,15 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
                  identity: dict[str, Any],
                  save_steps: int = 0,
                  keep: int = 2,
-                 collective: bool = False):
+                 collective: bool = False,
+                 element_spec: Optional[Callable[[], Any]] = None):
         super().__init__()
         if save_steps < 0 or keep < 1:
             raise ConfigError(f"save_steps={save_steps}, keep={keep}: expected save_steps >= 0 "
                               "and keep >= 1.")
         self.model_dir, self.is_chief, self.identity = model_dir, is_chief, dict(identity)
         self.save_steps, self.keep, self.collective = save_steps, keep, collective
+        self.element_spec = element_spec
         self.root = os.path.join(model_dir, CHECKPOINTS)
         self.resumed_from: Optional[tuple[int, int]] = None
         self.suspend_epoch_save = False  # set on preemption: a cut epoch is not a finished one
@@ -150,9 +156,15 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         model = self.model
         keras3 = is_keras3(model)
+        if keras3 and not model.built:
+            from tfdist.keras3 import fit_hooks
+
+            fit_hooks.build_to_restore(model, self.element_spec() if self.element_spec else None)
         with model.distribute_strategy.scope():
-            # Slot variables exist before the restore, so every one of them is filled.
-            if not (keras3 and model.optimizer.built):  # Keras 3 builds once, maybe in fit
+            # Slot variables exist before the restore, so every one of them is filled. A
+            # subclassed tf-keras model makes its variables in its first step: the optimizer
+            # builds then, and the restore fills them as they are made (deferred).
+            if not (keras3 and model.optimizer.built) and model.trainable_variables:
                 model.optimizer.build(model.trainable_variables)
         self._ckpt = tf.train.Checkpoint(model=model,
                                          optimizer=model.optimizer,
@@ -213,7 +225,7 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
         slow_phase()  # the progress watchdog gives a write its longer grace
         self._epoch_var.assign(epoch)
         self._step_var.assign(step)
-        global_step = int(self.model.optimizer.iterations.numpy())
+        global_step = self.global_step(epoch, step)
         if not self.is_chief:
             if self.collective:  # take part in the collective read, keep nothing
                 scratch = tempfile.mkdtemp(prefix="tfdist-worker-ckpt-")
@@ -238,6 +250,17 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
                 epoch, step)
         return final
 
+    def global_step(self, epoch: int, step: int) -> int:
+        """The optimizer's step count, as of `step` steps into `epoch`. Where that optimizer never
+        stepped though training did (a train_step that steps optimizers of its own, as a GAN's;
+        compile() gave the model a default one), the steps trained, so that checkpoints still
+        count up."""
+        count = int(self.model.optimizer.iterations.numpy())
+        per_epoch = self.params.get("steps")
+        if count == 0 and per_epoch:
+            count = epoch * per_epoch + step
+        return count
+
     def _prune(self) -> None:
         done = sorted((int(m.group(1)), n) for n in os.listdir(self.root) if (m := _NAME.match(n)))
         for _, name in done[:-self.keep]:
@@ -259,7 +282,7 @@ class StepCheckpoint(TrainingCheckpoint):
     _supports_tf_logs = True  # reads no logs: Keras need not fetch them after every step
 
     def on_train_batch_end(self, batch, logs=None):
-        global_step = int(self.model.optimizer.iterations.numpy())
+        global_step = self.global_step(self._epoch, batch + 1)
         if global_step % self.save_steps == 0:
             self.save(self._epoch, batch + 1)
             if os.environ.get(EXIT_AFTER_STEP) == str(global_step):
@@ -281,6 +304,12 @@ def make_checkpoint(model_dir: str,
                     is_chief: bool,
                     identity: dict[str, Any],
                     save_steps: int = 0,
-                    collective: bool = False) -> TrainingCheckpoint:
+                    collective: bool = False,
+                    element_spec: Optional[Callable[[], Any]] = None) -> TrainingCheckpoint:
     cls = StepCheckpoint if save_steps else TrainingCheckpoint
-    return cls(model_dir, is_chief, identity, save_steps=save_steps, collective=collective)
+    return cls(model_dir,
+               is_chief,
+               identity,
+               save_steps=save_steps,
+               collective=collective,
+               element_spec=element_spec)
