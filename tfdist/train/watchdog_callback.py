@@ -36,17 +36,11 @@ class WatchdogCallback(tf.keras.callbacks.Callback):
         # watchdog reads the steps done from Keras's step counter (on a ps) instead. Not from the
         # optimizer's: a train_step that steps optimizers of its own (a GAN) leaves that at 0,
         # and the watchdog would end a healthy run.
-        self._scheduled = getattr(self.model, "_cluster_coordinator", None) is not None
-        self.watchdog.poll_steps(self._steps_source() if self._scheduled else None)
-        self.watchdog.start()
-
-    def _steps_source(self):
+        # tf-keras has the counter; tfdist's fit for Keras 3 makes one before the callbacks start.
         counter = train_counter(self.model)
-        if counter is None:  # no such counter: the optimizer's, from where this fit starts
-            counter = self.model.optimizer.iterations
-            start = int(counter.numpy())
-            return lambda: int(counter.numpy()) - start
-        return lambda: int(counter.numpy())
+        self._scheduled = getattr(self.model, "_cluster_coordinator", None) is not None
+        self.watchdog.poll_steps((lambda: int(counter.numpy())) if self._scheduled else None)
+        self.watchdog.start()
 
     def on_train_batch_end(self, batch, logs=None):
         if not self._scheduled:
