@@ -12,6 +12,9 @@ from tests.helpers import launch, requires_horovod, run
 
 SCRIPT = __file__.replace("test_input_wait.py", "input_wait_script.py")
 WARNING = "the input pipeline is the bottleneck"
+# Batches of the slow pipeline that can be ready before a step asks: prefetch(1)'s, the one in the
+# map, and under multi_worker two in TF's MultiDeviceIterator (its host buffer and the device's).
+READY_AHEAD = 4
 
 
 def _single(tmp_path, strategy, speed, *extra):
@@ -67,16 +70,24 @@ def test_slow_input_on_two_tasks(strategy, tmp_path):
     assert len(lines) == 2 and all(line.startswith("[0] ") for line in lines), r.stdout[-3000:]
     assert all(" on task " in line for line in lines)
     # The preemption check: every task agreed at the same steps on the interval the chief set
-    # from its step time (first after 2 steps, then about 8: check_seconds is 8 delays and a
-    # step takes about one delay, the same on every task; more than 2 unless a step took over
-    # 3 delays, at most 16 unless a step took under half of one).
+    # from its step time over the steps since the last agreement: first after 2 steps, then about
+    # 8 (check_seconds is 8 delays and a step takes about one delay, the same on every task).
     agreements = results[0]["agreements"]
     assert agreements == results[1]["agreements"] and len(agreements) >= 3, agreements
     assert agreements[0][0] == 2
     for (step, interval), (next_step, _) in zip(agreements, agreements[1:]):
         assert next_step - step == interval
     intervals = [interval for _, interval in agreements]
-    assert all(2 <= i <= 16 for i in intervals) and max(intervals) >= 3, agreements
+    # At least check_steps; more than that unless every step took over 3 delays.
+    assert all(i >= 2 for i in intervals) and max(intervals) >= 3, agreements
+    # At most 16 (a step took at least half a delay) wherever that holds by construction: the
+    # pipeline makes one batch per delay, one at a time, and when the chief timed the window of
+    # n steps at most READY_AHEAD batches were ready or on their way, so the n steps took at least
+    # (n - READY_AHEAD) delays. A window of 2 can be all ready batches (CI saw 17 after one,
+    # when the other task came late to the first agreement and the chief's batches waited).
+    for (step, window), (_, interval) in zip(agreements, agreements[1:]):
+        if window >= 2 * READY_AHEAD:
+            assert interval <= 16, agreements
 
 
 @pytest.mark.slow
