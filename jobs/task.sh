@@ -14,10 +14,14 @@
 # parents (proctrack/linuxproc, pgid): measured, a rank stuck in TensorFlow's teardown after a
 # requeue held its port until the requeued run's task found it in use.
 trap '' USR1
+# The TERM trap comes first: a SIGTERM between the start of COMMAND and the trap would end this
+# script and leave COMMAND behind. One before `pid` is set is passed on once it is.
+pid=
+terminated=0
+trap 'terminated=1; [[ -n $pid ]] && kill -TERM "$pid" 2>/dev/null' TERM
 "$@" &
 pid=$!
-terminated=0
-trap 'terminated=1; kill -TERM "$pid" 2>/dev/null' TERM
+((terminated)) && kill -TERM "$pid" 2>/dev/null
 echo "tfdist job: task $SLURM_PROCID of $SLURM_NTASKS on $SLURMD_NODENAME (pid $pid)"
 # A trapped signal interrupts `wait` (status > 128) while COMMAND runs on: wait until it has
 # gone, then once more for its own status (bash keeps it; the last `wait` may have been cut short).

@@ -18,8 +18,11 @@ pytestmark = pytest.mark.slow
         # One process, one device (no GPU here: the CPU; variables on it too).
         ("central_storage", 1, [], 1),
         ("one_device", 1, [], 1),
-        # Asynchronous, stale updates: its own defaults (20 epochs of Adam at 0.001), no flags.
-        ("parameter_server", 4, [], 1),
+        # Its own defaults (20 epochs of Adam at 0.001), no flags; chief + ps + one worker, whose
+        # steps apply in a fixed order. With two workers which one's stale step lands first
+        # depends on timing and so does the accuracy (0.967 seen): tests/slurm/test_jobs.py and
+        # tests/keras3/test_parameter_server.py train two at a bound of 0.95.
+        ("parameter_server", 3, [], 1),
     ])
 def test_digits_reaches_097(strategy, n, extra, replicas, tmp_path):
     model_dir = tmp_path / "run"

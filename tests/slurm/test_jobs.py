@@ -278,11 +278,11 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
 
 
 def test_scancel_ends_the_job_without_requeue(slurm, jobdir):
-    # scancel sends SIGTERM (then SIGKILL after KillWait, 5 s here), the signal a preemption
+    # scancel sends SIGTERM (then SIGKILL after KillWait, 15 s here), the signal a preemption
     # sends too: the tasks stop and checkpoint alike, but a job its user cancelled must stay
     # cancelled, never requeue itself. The tasks wait after step 30 until signalled (the test
     # hook), so the job is training when scancel comes, on any machine. Rank 0's stop, checkpoint
-    # of the small CNN and `scontrol show job` take well under a second here: KillWait's 5 s
+    # of the small CNN and `scontrol show job` take well under a second here: KillWait's 15 s
     # (tools/slurm/cluster.sh) leave room for a machine many times slower.
     job_id = submit(slurm,
                     jobdir,

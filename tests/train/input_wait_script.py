@@ -20,6 +20,9 @@ STEPS_PER_EPOCH, EPOCHS, BATCH = 12, 3, 64
 SLOWDOWN = 10  # input time per batch / step time: an input-wait share of about 10/11
 MIN_DELAY = 0.03  # seconds: at least a few timer ticks and scheduler slices
 AGREE_EVERY = 8  # slow input: tasks agree on preemption about every 8 steps (in seconds: 8 delays)
+# At most this many steps between agreements: a third agreement comes within the 36 steps however
+# fast the first steps after the second went (batches ready ahead can make them take no time).
+MAX_INTERVAL = 24
 
 
 def main(strategy, speed, out, cpu_devices="0"):
@@ -74,7 +77,8 @@ def main(strategy, speed, out, cpu_devices="0"):
     stop = StepPreemptionHandler(rt.engine,
                                  several_tasks=rt.world_size > 1,
                                  check_steps=2,
-                                 check_seconds=AGREE_EVERY * max(delay, MIN_DELAY))
+                                 check_seconds=AGREE_EVERY * max(delay, MIN_DELAY),
+                                 max_steps=MAX_INTERVAL)
     history = model.fit(rt.dataset(input_fn),
                         epochs=EPOCHS,
                         steps_per_epoch=STEPS_PER_EPOCH,

@@ -49,6 +49,7 @@ AUTO_STEPS = 50  # T is at least this many times the slowest steady step
 SLOW_FLOOR = 600.0  # the grace after a slow phase is at least this...
 SLOW_TIMES = 3  # ...and at least this many times T
 FALLBACK_MARGIN = 60.0  # faulthandler's exit comes this long after the watchdog's own
+COUNT_TIMEOUT = 10.0  # seconds a stalled rank waits for its input counter's value
 
 _current: dict[str, Optional["Watchdog"]] = {"watchdog": None}
 
@@ -247,12 +248,14 @@ class Watchdog:
                 "rank %d on %s (pid %d): %s Last completed step %d. Stacks of its threads "
                 "follow.", self.rank, self.host, self.pid, head, self.steps)
         dump_stacks(f"tfdist: rank {self.rank}: ", skip_current=in_watchdog)
-        batches = _call_with_timeout(self.input_batches, 10.0)
+        batches = _call_with_timeout(self.input_batches, COUNT_TIMEOUT)
         self._publish("stalled", input_batches=batches)
         records = {}
         if self.board is not None:
-            # Long enough for a responsive rank's heartbeat; sooner once every rank has said.
-            window = 3 * self._interval() + 2
+            # Long enough for a responsive rank's heartbeat, and for a rank stalled about now to
+            # read its input counter and say so (its heartbeat stops meanwhile: it would pass for
+            # frozen); sooner once every rank has said.
+            window = 3 * self._interval() + 2 + COUNT_TIMEOUT
 
             def all_in(now):
                 return all(rec is not None and rec.get("state") != "running"

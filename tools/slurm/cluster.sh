@@ -116,7 +116,10 @@ SchedulerParameters=sched_interval=5
 SlurmdTimeout=30
 SlurmctldTimeout=30
 InactiveLimit=0
-KillWait=5
+# SIGTERM to SIGKILL. After scancel, rank 0 stops at an agreed step, checkpoints and asks
+# scontrol whether the job was cancelled (tests/slurm/test_jobs.py): under a second idle, and
+# a loaded machine is 3-7x slower. Tasks that exit on SIGTERM do not wait for it.
+KillWait=15
 MinJobAge=600
 MessageTimeout=20
 NodeName=${NODES[0]} NodeAddr=${NODE_ADDRS[0]} CPUs=2 Sockets=1 CoresPerSocket=2 ThreadsPerCore=1 State=UNKNOWN
