@@ -86,7 +86,7 @@ def test_slow_input_on_two_tasks(strategy, tmp_path):
     # n steps at most READY_AHEAD batches were ready or on their way, so the n steps took at least
     # (n - READY_AHEAD) delays. A window of 2 can be all ready batches (CI saw 17 after one,
     # when the other task came late to the first agreement and the chief's batches waited).
-    for (step, window), (_, interval) in zip(agreements, agreements[1:]):
+    for (_, window), (_, interval) in zip(agreements, agreements[1:]):
         if window >= 2 * READY_AHEAD:
             assert interval <= 16, agreements
 
