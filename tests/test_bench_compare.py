@@ -18,6 +18,8 @@ import proctree  # noqa: E402
 
 sys.path.remove(str(BENCH))
 
+pytestmark = pytest.mark.default_stack  # no TensorFlow
+
 # `work` loop iterations per step; a child of the same kind when asked (a tree of two).
 WORKER = textwrap.dedent("""
     import mmap, os, struct, subprocess, sys

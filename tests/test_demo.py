@@ -10,7 +10,7 @@ import pytest
 
 from tests.helpers import REPO, TFDIST, clean_environ, run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.default_stack]  # make demo uses .venv
 # TensorFlow's and absl's error and warning lines, C++ and Python, after launch's "[rank] ".
 TF_ERROR_OR_WARNING = re.compile(r"^(\[\d+\] )?([EW]\d{4} |\d{4}-\d\d-\d\d [\d:.]+: [EW] |"
                                  r"WARNING: |ERROR: )")

@@ -12,6 +12,9 @@ import pytest
 from tests.helpers import (TFDIST, assert_nothing_left, free_port_base, job_processes,
                            requires_horovod, start, wait_for)
 
+# The launcher, its ranks and its clean-up are tfdist's own (no TensorFlow in it).
+pytestmark = pytest.mark.default_stack
+
 
 def launch(*args, **kwargs):
     return subprocess.run([TFDIST, "launch", *args],

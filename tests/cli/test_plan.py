@@ -13,7 +13,9 @@ from tfdist.train.memory import CPU_PEAK_FACTOR
 
 TFDIST = str(Path(sys.executable).parent / "tfdist")
 
-pytestmark = pytest.mark.slow  # each plan imports TensorFlow and builds a model in a process
+# Each plan imports TensorFlow and builds a model in a process; the factors it checks were measured
+# on the default stack (bench/results/plan).
+pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
 
 
 def plan(*args):

@@ -9,6 +9,8 @@ import pytest
 
 TFDIST = str(Path(sys.executable).parent / "tfdist")
 PNG = b"\x89PNG\r\n\x1a\n"
+# The study's runs and files are tfdist's own (tfdist/study, no TensorFlow).
+pytestmark = pytest.mark.default_stack
 
 
 def scale(*args, timeout=300):

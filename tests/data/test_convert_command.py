@@ -9,6 +9,9 @@ import pytest
 
 from tfdist.data import read_manifest
 
+# The command around tfdist.data's writers, which tests/data checks on every stack.
+pytestmark = pytest.mark.default_stack
+
 
 def _convert(*args):
     return subprocess.run([sys.executable, "-m", "tfdist.cli.main", "convert", *args],

@@ -28,7 +28,8 @@ import pytest
 from tests.helpers import PYTHON, TFDIST, clean_environ, free_port_base, requires_horovod
 from tfdist.cluster.local import launch_environ
 
-pytestmark = pytest.mark.slow
+# The watchdog is tfdist's own thread and files: the default stack only in CI.
+pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
 
 HERE = Path(__file__).parent
 T = 20  # --watchdog_timeout of these runs

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.helpers import (TFDIST, assert_nothing_left, clean_environ, finish, free_port_base,
-                           wait_for)
+                           reached, wait_for)
 from tfdist.cluster.local import launch_environ
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
@@ -59,7 +59,7 @@ def test_preempted_at_an_epoch_end_and_resumed_there(tmp_path):
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["resumed_from"] == [epoch, 0]
     assert_nothing_left()  # after a preemption and a finished run
-    assert metrics["final"]["test_accuracy"] >= 0.9, metrics["final"]
+    assert reached(metrics["final"]["test_accuracy"], 0.9), metrics["final"]
 
 
 def start_tasks(n, model_dir, tmp_path):
@@ -115,4 +115,5 @@ def test_a_lost_worker_leaves_its_steps_to_the_others(tmp_path):
     assert status == 0, log[-3000:]
     assert "Worker /job:worker/replica:0/task:1 failed" in log, log[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert metrics["epochs"] == 6 and metrics["final"]["test_accuracy"] >= 0.9, metrics["final"]
+    assert metrics["epochs"] == 6, metrics
+    assert reached(metrics["final"]["test_accuracy"], 0.9), metrics["final"]

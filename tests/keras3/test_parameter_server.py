@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PYTHON, launch
+from tests.helpers import PYTHON, launch, reached
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ def test_chief_ps_and_two_workers_learn_digits_and_the_evaluator_follows(tmp_pat
     r = launch(5, PYTHON, SCRIPT, tmp_path, epochs, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
     res = json.loads((tmp_path / "result.json").read_text())
-    assert res["workers"] == 2 and res["test_accuracy"] >= 0.95, res
+    assert res["workers"] == 2 and reached(res["test_accuracy"], 0.95, n=397), res
     # Every scheduled step ran (on the workers: the chief only schedules) before fit returned.
     assert res["iterations"] == epochs * 50, res
     history = res["history"]

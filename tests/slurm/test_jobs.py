@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PYTHON, REPO, TFDIST, requires_horovod
+from tests.helpers import PYTHON, REPO, TFDIST, reached, requires_horovod
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -64,14 +64,16 @@ def check_python(log: str) -> None:
         assert f"python {PYTHON}," in log, log
 
 
-def check_trained(job, strategy, world_size, replicas, min_accuracy=0.97):
+# 0.95: digits reached 0.978 (352/360) on one CPU with oneDNN and 0.969 (349/360) without: one
+# seeded run differs by a few samples from one CPU to the next.
+def check_trained(job, strategy, world_size, replicas, min_accuracy=0.95):
     assert job.state == "COMPLETED", job.describe()
     metrics = job.json_files(f"runs/*-{job.job_id}/metrics.json")
     assert len(metrics) == 1, job.describe()
     m = metrics[0]
     assert (m["strategy"], m["environment"]) == (strategy, "slurm"), m
     assert (m["world_size"], m["num_replicas"]) == (world_size, replicas), m
-    assert m["final"]["test_accuracy"] >= min_accuracy, m
+    assert reached(m["final"]["test_accuracy"], min_accuracy), m
     assert "tfdist job: finished: every task exited 0" in job.log
     check_python(job.log)
     return m
@@ -99,7 +101,7 @@ def test_parameter_server_chief_ps_and_two_workers(slurm, jobdir):
     # worker applies which step depends on timing, so the result varies run to run (0.967 seen
     # once): this test checks the job; test_parameter_server_defaults_learn_on_every_seed the
     # learning (0.97 on five seeds).
-    m = check_trained(job, "parameter_server", world_size=4, replicas=1, min_accuracy=0.95)
+    m = check_trained(job, "parameter_server", world_size=4, replicas=1)
     assert m["epochs"] == 20
     assert training_tasks(job.log) == {0: N1, 1: N1, 2: N2, 3: N2}, job.describe()
 
@@ -146,7 +148,7 @@ def test_users_own_keras_script(slurm, jobdir):
     (m, ) = job.json_files("runs/mine/metrics.json")
     assert m["strategy"] == "multi_worker", m
     assert (m["world_size"], m["num_replicas"], m["epochs"]) == (2, 2, 10), m
-    assert m["final"]["test_accuracy"] >= 0.95, m
+    assert reached(m["final"]["test_accuracy"], 0.95), m
     assert len(m["epoch_samples_per_sec"]) == 10 and m["resumed_from"] is None, m
     assert "keras_digits: " in job.log
 
@@ -212,14 +214,26 @@ def test_tfdist_train_without_srun_in_a_two_node_job_fails_at_once(slurm, jobdir
 # -- the time limit: checkpoint, requeue, resume -------------------------------------------------
 
 
+def wait_for_pause(slurm, jobdir, job_id, tasks=2):
+    """Until every task of the job logged that it waits after the test hook's step."""
+    log = jobdir / f"slurm-{job_id}.out"
+    deadline = time.monotonic() + 600  # includes time queued behind other jobs
+    while (log.read_text() if log.exists() else "").count("paused at global step") < tasks:
+        assert time.monotonic() < deadline, slurm.job_info(job_id)
+        time.sleep(0.5)
+
+
 @pytest.mark.parametrize("own_script", [False, True], ids=["tfdist_train", "keras_digits"])
 def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
-    # The script's own --signal=USR1@60 with a 3-minute limit: slurmctld sends the signal at its
-    # first time-limit check (every ~30 s) after limit - 60 - 30 s, i.e. 90-120 s into the run,
-    # well after start-up even on a loaded machine. Training must still be going on then, on any
-    # machine: every task waits after global step 30 (mid-epoch 2, the test hook) until the
-    # signal comes; the requeued run is past that step and does not wait. keras_digits.py: a
-    # user's own model.fit with rt.callbacks(model_dir=$MODEL_DIR), the same story.
+    # tfdist_train: the script's own --signal=USR1@60 with a 3-minute limit: slurmctld sends the
+    # signal at its first time-limit check (every ~30 s) after limit - 60 - 30 s, i.e. 90-120 s
+    # into the run, well after start-up even on a loaded machine. Training must still be going on
+    # then, on any machine: every task waits after global step 30 (mid-epoch 2, the test hook)
+    # until the signal comes; the requeued run is past that step and does not wait.
+    # keras_digits: a user's own model.fit with rt.callbacks(model_dir=$MODEL_DIR), the same
+    # story, but the time limit's signal is sent as soon as both tasks wait, by `scancel
+    # --signal=USR1`: the same signal to the same tasks of every step, which no task can tell
+    # from slurmctld's (the real limit, tested once above, costs 90-120 s of waiting).
     # TFDIST_VERBOSE=1: the chief logs every checkpoint, also the routine ones at epoch ends.
     epochs = 12
     command = ["--", "python", f"{REPO}/jobs/examples/keras_digits.py", f"--epochs={epochs}"]
@@ -228,12 +242,15 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
                     "multi_worker.sbatch",
                     "runs/limit",
                     *(command if own_script else []),
-                    sbatch=["--time=3"],
+                    sbatch=[] if own_script else ["--time=3"],
                     env={
                         "EPOCHS": epochs,
                         "TFDIST_VERBOSE": 1,
                         PAUSE_AFTER_STEP: 30
                     })
+    if own_script:
+        wait_for_pause(slurm, jobdir, job_id)
+        slurm.cmd("scancel", "--signal=USR1", job_id)
     # While the requeued job is held (~11 s) give its second run room to finish: with the same
     # 3 minutes it might be signalled and requeued again, also correct but not one clear story.
     deadline = time.monotonic() + 420
@@ -273,7 +290,7 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
             ] + [e + 1 for _, e, s in saved[0] if s == steps]
     assert sorted(done) == list(range(1, epochs + 1)), saved
     assert m["resumed_from"] is not None and m["epochs"] == epochs, m
-    assert m["final"]["test_accuracy"] >= 0.97, m
+    assert reached(m["final"]["test_accuracy"], 0.95), m  # as check_trained's
     assert ("keras_digits: " in second) == own_script
 
 
@@ -293,11 +310,7 @@ def test_scancel_ends_the_job_without_requeue(slurm, jobdir):
                         "TFDIST_VERBOSE": 1,
                         PAUSE_AFTER_STEP: 30
                     })
-    log = jobdir / f"slurm-{job_id}.out"
-    deadline = time.monotonic() + 600  # includes time queued behind other jobs
-    while (log.read_text() if log.exists() else "").count("paused at global step") < 2:
-        assert time.monotonic() < deadline, slurm.job_info(job_id)
-        time.sleep(0.5)
+    wait_for_pause(slurm, jobdir, job_id)
     slurm.cmd("scancel", job_id)
     job = slurm.wait(job_id, jobdir, timeout=120)
     assert job.state == "CANCELLED" and job.info.get("Restarts") == "0", job.describe()

@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import TFDIST, launch, run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
 TRAIN = ["train", "--pipeline=digits", "--epochs=1", "--batch_size=32"]
 
 

@@ -10,6 +10,9 @@ import pytest
 
 from tests.helpers import launch, requires_horovod, run
 
+# The shares and agreements are the meter's and tfdist's own: the default stack only in CI.
+pytestmark = pytest.mark.default_stack
+
 SCRIPT = __file__.replace("test_input_wait.py", "input_wait_script.py")
 WARNING = "the input pipeline is the bottleneck"
 # Batches of the slow pipeline that can be ready before a step asks: prefetch(1)'s, the one in the

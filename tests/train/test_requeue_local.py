@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import TFDIST, assert_nothing_left, finish, free_port_base, wait_for
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.default_stack]  # tfdist's exit codes and restarts
 
 JOB_ID = "4242"
 # Records its rank and arguments; fails like a job submitted without --requeue when told to.

@@ -99,7 +99,8 @@ def stall(tmp_path, others=(), input_batches=None, ranks=(0, 1)):
                  input_batches=input_batches,
                  report=lambda summary: said.append(summary) or "Not requeued.",
                  host="node1",
-                 exit=exit)
+                 exit=exit,
+                 count_timeout=1.0)  # the counters here answer at once; a frozen rank never does
     w.start()
     for _ in range(3):
         w.step_completed()

@@ -98,7 +98,8 @@ class Watchdog:
     unreachable peer tasks (e.g. parameter-server workers that are gone). `input_batches`: a
     callable for the batches this rank's input pipeline has delivered (None: unknown).
     `report`: given the summary, does what ends the run (requeue) and returns words to add.
-    `host`: this task's node as the job knows it (default: the host name)."""
+    `host`: this task's node as the job knows it (default: the host name). `count_timeout`:
+    seconds a stalled rank waits for its input counter (and the others' reports wait for it)."""
 
     def __init__(self,
                  rank: int,
@@ -109,7 +110,8 @@ class Watchdog:
                  input_batches: Optional[Callable[[], Optional[int]]] = None,
                  report: Optional[Callable[[str], str]] = None,
                  host: Optional[str] = None,
-                 exit: Callable[[int], None] = os._exit):
+                 exit: Callable[[int], None] = os._exit,
+                 count_timeout: float = COUNT_TIMEOUT):
         if timeout is not None and timeout <= 0:
             raise ConfigError(f"timeout={timeout}: expected seconds > 0 or None (auto); leave "
                               "the watchdog out to turn it off.")
@@ -117,7 +119,7 @@ class Watchdog:
         self.ranks = ranks if ranks is not None else [rank]
         self.peers, self.input_batches, self.report = peers, input_batches, report
         self.host, self.pid = host or socket.gethostname(), os.getpid()
-        self._exit = exit
+        self._exit, self.count_timeout = exit, count_timeout
         self.steps = 0
         self.epoch = 0
         self._last = time.monotonic()
@@ -248,14 +250,14 @@ class Watchdog:
                 "rank %d on %s (pid %d): %s Last completed step %d. Stacks of its threads "
                 "follow.", self.rank, self.host, self.pid, head, self.steps)
         dump_stacks(f"tfdist: rank {self.rank}: ", skip_current=in_watchdog)
-        batches = _call_with_timeout(self.input_batches, COUNT_TIMEOUT)
+        batches = _call_with_timeout(self.input_batches, self.count_timeout)
         self._publish("stalled", input_batches=batches)
         records = {}
         if self.board is not None:
             # Long enough for a responsive rank's heartbeat, and for a rank stalled about now to
             # read its input counter and say so (its heartbeat stops meanwhile: it would pass for
             # frozen); sooner once every rank has said.
-            window = 3 * self._interval() + 2 + COUNT_TIMEOUT
+            window = 3 * self._interval() + 2 + self.count_timeout
 
             def all_in(now):
                 return all(rec is not None and rec.get("state") != "running"
