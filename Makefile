@@ -12,7 +12,7 @@ NEWEST_HOROVOD_STAMP := $(NEWEST)/.horovod-installed
 HOROVOD_STAMP := $(VENV)/.horovod-installed
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP := $(VENV)/.docs-installed
-SRC    := tfdist pipelines tests bench jobs tools/docs
+SRC    := tfdist pipelines tests bench jobs tools/docs tools/run_tests.py tools/slowest_tests.py
 
 .PHONY: help install test test-fast test-newest test-range lint format clean
 .PHONY: slurm-up slurm-down
@@ -83,11 +83,11 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/yapf --in-place --recursive --parallel $(SRC)
 
-# Each run's JUnit XML (.ci/run prints the slowest tests and the test time from it).
-REPORTS := build/test-reports
-
+# tools/run_tests.py: the Slurm batch-job tests beside the others (they wait most of the time), then
+# the tests marked `alone`; JUnit XML per part in build/test-reports/ (.ci/run prints the test time
+# and the slowest tests from it). A single test or folder: `.venv/bin/python -m pytest PATH`.
 test: lint docs $(HOROVOD_STAMP)
-	$(BIN)/python -m pytest --durations=15 --junitxml=$(REPORTS)/default.xml
+	$(BIN)/python tools/run_tests.py default
 
 test-fast: lint
 	$(BIN)/python -m pytest -m "not slow"
@@ -98,11 +98,10 @@ test-fast: lint
 # Slurm batch-job tests (the jobs/ scripts, srun, requeue) and the tests marked default_stack
 # (tfdist's own logic: the watchdog, the launcher, the meter, bench statistics, ...), which keeps
 # .ci/run within its budget. `make test-newest NEWEST_TESTS=` runs them all there too.
-NEWEST_TESTS ?= -m "not slurm and not default_stack"
+NEWEST_TESTS ?= not slurm and not default_stack
 test-newest: $(NEWEST_HOROVOD_STAMP)
 	VIRTUAL_ENV=$(CURDIR)/$(NEWEST) PATH="$(CURDIR)/$(NEWEST)/bin:$$PATH" \
-	  $(NEWEST)/bin/python -m pytest --durations=15 --junitxml=$(REPORTS)/newest.xml \
-	  $(NEWEST_TESTS)
+	  $(NEWEST)/bin/python tools/run_tests.py newest "$(NEWEST_TESTS)"
 
 # The other TensorFlow versions setup.cfg accepts: a venv each (.venv-range/), the check of
 # tools/check_tf_range.sh (TensorFlow kept by `pip install -e .`, tf-keras selected, 2 workers

@@ -18,7 +18,8 @@ import proctree  # noqa: E402
 
 sys.path.remove(str(BENCH))
 
-pytestmark = pytest.mark.default_stack  # no TensorFlow
+# No TensorFlow; wall-clock rates are compared: no other test beside them.
+pytestmark = [pytest.mark.default_stack, pytest.mark.alone]
 
 # `work` loop iterations per step; a child of the same kind when asked (a tree of two).
 WORKER = textwrap.dedent("""

@@ -28,8 +28,9 @@ import pytest
 from tests.helpers import PYTHON, TFDIST, clean_environ, free_port_base, requires_horovod
 from tfdist.cluster.local import launch_environ
 
-# The watchdog is tfdist's own thread and files: the default stack only in CI.
-pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
+# The watchdog is tfdist's own thread and files: the default stack only in CI. Its deadlines are
+# the thing tested: no other test beside them (tools/run_tests.py).
+pytestmark = [pytest.mark.slow, pytest.mark.default_stack, pytest.mark.alone]
 
 HERE = Path(__file__).parent
 T = 20  # --watchdog_timeout of these runs

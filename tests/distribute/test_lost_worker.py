@@ -14,7 +14,8 @@ from tfdist.cluster.local import launch_environ
 
 HERE = Path(__file__).parent
 
-pytestmark = pytest.mark.slow
+# How soon a lost worker ends the job is tested: no other test beside them (tools/run_tests.py).
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 SCRIPT = str(HERE / "long_train_script.py")
 
 

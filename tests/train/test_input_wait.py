@@ -10,8 +10,9 @@ import pytest
 
 from tests.helpers import launch, requires_horovod, run
 
-# The shares and agreements are the meter's and tfdist's own: the default stack only in CI.
-pytestmark = pytest.mark.default_stack
+# The shares and agreements are the meter's and tfdist's own: the default stack only in CI; they
+# compare the pipeline's pace with the step's: no other test beside them (tools/run_tests.py).
+pytestmark = [pytest.mark.default_stack, pytest.mark.alone]
 
 SCRIPT = __file__.replace("test_input_wait.py", "input_wait_script.py")
 WARNING = "the input pipeline is the bottleneck"

@@ -1,0 +1,103 @@
+"""Runs one stack's test suite (`make test`, `make test-newest`) in the time a 2-core machine
+allows, in three parts:
+
+1. the Slurm batch-job tests (marked `slurm`): mostly waiting for the scheduler, a signal, a
+   requeue, a job's end; in a pytest process of their own, beside
+2. every other test, except
+3. the tests marked `alone`, whose checks compare the pace of parts of one run (input-wait
+   shares, the watchdog's and the launcher's deadlines, benchmark ratios): after 1 and 2, with
+   nothing beside them.
+
+Parts 1 and 2 share the machine's cores: the Slurm tests leave them idle half the time (their
+share of the suite's time was 17 of 55 minutes at 45 % CPU, measured 2026-11-25). Every test still
+runs once and in one pytest process per part; each part writes its JUnit XML
+(build/test-reports/NAME-PART.xml) and part 1's output is shown when it ends.
+
+    python tools/run_tests.py NAME [MARKER-EXPRESSION] [-- PYTEST-ARGS...]
+
+MARKER-EXPRESSION narrows the whole selection (e.g. "not slurm and not default_stack"). The
+exit status is the first failing part's (pytest's "no tests collected" counts as success).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+REPORTS = REPO / "build" / "test-reports"
+NO_TESTS = 5  # pytest's exit status when the selection is empty
+
+
+def pytest_command(name: str, part: str, selection: str, extra: list[str]) -> list[str]:
+    return [
+        sys.executable, "-m", "pytest", "-m", selection, "--durations=10",
+        f"--junitxml={REPORTS / f'{name}-{part}.xml'}", "-p", "no:cacheprovider",
+        f"--basetemp={Path('/tmp') / 'tfdist-tests' / f'{name}-{part}'}", *extra
+    ]
+
+
+def narrowed(selection: str, part: str) -> str:
+    return f"({selection}) and ({part})" if selection.strip() else part
+
+
+def ok(status: int) -> bool:
+    return status in (0, NO_TESTS)
+
+
+def main(argv: list[str]) -> int:
+    extra: list[str] = []
+    if "--" in argv:
+        argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    if not 1 <= len(argv) <= 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    name, selection = argv[0], (argv[1] if len(argv) == 2 else "")
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+
+    log_path = REPORTS / f"{name}-slurm.log"
+    with open(log_path, "w") as log:
+        beside = subprocess.Popen(pytest_command(name, "slurm", narrowed(selection, "slurm"),
+                                                 extra),
+                                  cwd=REPO,
+                                  stdout=log,
+                                  stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL)
+        print(
+            f"run_tests: {name}: the Slurm tests run beside the others (pid {beside.pid}, "
+            f"output: {log_path.relative_to(REPO)}, shown when they end)",
+            flush=True)
+        try:
+            main_status = subprocess.call(pytest_command(
+                name, "main", narrowed(selection, "not slurm and not alone"), extra),
+                                          cwd=REPO)
+            slurm_status = beside.wait()
+        finally:  # interrupted: the Slurm tests end too (their fixture stops the cluster)
+            if beside.poll() is None:
+                beside.terminate()
+                beside.wait()
+    print(f"\n---- run_tests: {name}: the Slurm tests (pytest exit status {slurm_status}) ----",
+          flush=True)
+    sys.stdout.write(log_path.read_text())
+    print(f"---- run_tests: {name}: the tests marked alone, with nothing beside them ----",
+          flush=True)
+    alone_status = subprocess.call(pytest_command(name, "alone",
+                                                  narrowed(selection, "alone and not slurm"),
+                                                  extra),
+                                   cwd=REPO)
+    statuses = {"others": main_status, "slurm": slurm_status, "alone": alone_status}
+    took = time.monotonic() - start
+    print(f"run_tests: {name}: {took / 60:.1f} min; pytest exit status per part: " +
+          ", ".join(f"{part} {status}" for part, status in statuses.items()),
+          flush=True)
+    failed = [status for status in statuses.values() if not ok(status)]
+    return failed[0] if failed else 0
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    sys.exit(main(sys.argv[1:]))
