@@ -21,8 +21,8 @@ SUITE = textwrap.dedent("""
         pass
 
 
-    def test_quick():
-        pass
+    def test_quick(tmp_path):  # each part's tmp_path root exists
+        assert tmp_path.is_dir()
 
 
     def test_slow():

@@ -29,6 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "build" / "test-reports"
+BASETEMP = Path("/tmp/tfdist-tests")  # a tmp_path root per part: the parts run side by side
 NO_TESTS = 5  # pytest's exit status when the selection is empty
 
 
@@ -36,7 +37,7 @@ def pytest_command(name: str, part: str, selection: str, extra: list[str]) -> li
     return [
         sys.executable, "-m", "pytest", "-m", selection, "--durations=10",
         f"--junitxml={REPORTS / f'{name}-{part}.xml'}", "-p", "no:cacheprovider",
-        f"--basetemp={Path('/tmp') / 'tfdist-tests' / f'{name}-{part}'}", *extra
+        f"--basetemp={BASETEMP / f'{name}-{part}'}", *extra
     ]
 
 
@@ -57,6 +58,7 @@ def main(argv: list[str]) -> int:
         return 2
     name, selection = argv[0], (argv[1] if len(argv) == 2 else "")
     REPORTS.mkdir(parents=True, exist_ok=True)
+    BASETEMP.mkdir(parents=True, exist_ok=True)  # pytest makes only the last level
     start = time.monotonic()
 
     log_path = REPORTS / f"{name}-slurm.log"
