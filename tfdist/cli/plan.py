@@ -157,7 +157,8 @@ def text(plan: dict) -> str:
         f"  activations      {human(plan['activation_bytes']):>10}   "
         f"{human(m['activation_bytes_per_sample'])} per sample (layer outputs + 2x the largest)",
         f"  (an estimate: TensorFlow's measured peak on CPU was within {low:g}-{high:g}x of the "
-        "total for the bundled models; leave room, or check with --measure)"
+        "total for the bundled models, but a small convolutional model's was up to 9x on a CPU "
+        "whose convolutions take a larger workspace; leave room, or check with --measure)"
     ]
     memory_given = plan["device_memory_bytes"] is not None
     fits = f"fits {plan['gpu_memory']}?"

@@ -22,6 +22,8 @@ from tfdist.errors import ConfigError
 # the BFC allocator, oneDNN on; 2026-11-23): 0.61-1.44 over cnn, mlp, resnet_small, resnet50 x
 # batch 32, 256 x SGD, Adam x float32, mixed_bfloat16 (32 configurations; one configuration varies
 # by about +-10 % from run to run). The bound we state (docs/planning.md, `tfdist plan`) and test.
+# On an AVX2-only CPU (2026-11-25) the small cnn measured 8-9x at batch 32 and 2.5x at 256: a
+# convolution workspace of about 30 MB that dwarfs a model of a few MB; the others stayed inside.
 CPU_PEAK_FACTOR = (0.5, 1.7)
 
 # Each replica holds everything: the all-reduce strategies.
