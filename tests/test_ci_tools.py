@@ -53,7 +53,8 @@ def test_slowest_tests_reads_pytests_junit_xml(tmp_path):
         capture_output=True,
         text=True,
         check=True).stdout.splitlines()
-    assert out[0].startswith("ci: stack: 4 tests, 0.0 min of test time; the 2 slowest:"), out
+    # No figure of the machine's speed is checked: the slowest is the one that sleeps.
+    assert out[0].startswith("ci: stack: 4 tests, ") and out[0].endswith("the 2 slowest:"), out
     assert len(out) == 3 and out[1].endswith("test_suite.py::test_slow"), out
 
 
