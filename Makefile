@@ -14,7 +14,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP := $(VENV)/.docs-installed
 SRC    := tfdist pipelines tests bench jobs tools/docs tools/run_tests.py tools/slowest_tests.py
 
-.PHONY: help install test test-fast test-newest test-range lint format clean
+.PHONY: help install install-newest test test-fast test-newest test-range lint format clean
 .PHONY: slurm-up slurm-down
 .PHONY: horovod demo
 .PHONY: bench docs
@@ -24,6 +24,7 @@ help:
 	@echo "make demo       train digits with 2 local workers (multi_worker), print accuracy and speed"
 	@echo "make test       lint + the docs + the whole test suite (what CI runs)"
 	@echo "make test-fast  lint + tests not marked slow"
+	@echo "make install-newest  create .venv-newest (the newest TensorFlow) with its Horovod build"
 	@echo "make test-newest  the whole suite on the newest TensorFlow (.venv-newest), Horovod too"
 	@echo "make test-range   TensorFlow 2.16, 2.17, 2.19, 2.20: kept by pip, 2 workers and 2 Horovod ranks train"
 	@echo "make docs       build the docs site into site/ (warnings are errors); open site/index.html"
@@ -62,6 +63,9 @@ horovod: $(HOROVOD_STAMP)
 $(NEWEST_HOROVOD_STAMP): $(NEWEST_STAMP) tools/build_horovod_wheel.sh $(wildcard tools/horovod-patches/*.patch)
 	PYTHON=$(NEWEST)/bin/python bash tools/build_horovod_wheel.sh --install
 	touch $@
+
+# The newest stack's venv with its Horovod (what `make test-newest` needs first).
+install-newest: $(NEWEST_HOROVOD_STAMP)
 
 # The main job: 2 local workers under MultiWorkerMirroredStrategy on scikit-learn's digits.
 # Run again, it reports the finished run; `make demo DEMO_ARGS=--restart` trains anew.

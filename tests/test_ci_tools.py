@@ -3,6 +3,7 @@ returns the first failing part's status; tools/slowest_tests.py reads pytest's o
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -76,6 +77,9 @@ def test_run_tests_runs_each_test_in_its_part_and_fails_with_the_first_failing_p
                            timeout=300)
         assert r.returncode == 1, r.stdout + r.stderr
         assert "pytest exit status per part: others 0, slurm 0, alone 1" in r.stdout, r.stdout
+        # The others in one pytest-xdist worker per core (none on a 1-core machine).
+        cores = os.cpu_count() or 1
+        assert (f"created: {cores}/{cores} workers" in r.stdout) == (cores > 1), r.stdout
         ran = {
             part:
             sorted(

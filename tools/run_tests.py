@@ -9,9 +9,12 @@ allows, in three parts:
    nothing beside them.
 
 Parts 1 and 2 share the machine's cores: the Slurm tests leave them idle half the time (their
-share of the suite's time was 17 of 55 minutes at 45 % CPU, measured 2026-11-25). Every test still
-runs once and in one pytest process per part; each part writes its JUnit XML
-(build/test-reports/NAME-PART.xml) and part 1's output is shown when it ends.
+share of the suite's time was 17 of 55 minutes at 45 % CPU, measured 2026-11-25). Part 2 runs in
+one pytest-xdist worker per core, a test file to a worker (`--dist loadfile`, so a module's shared
+fixtures are made once): its tests start processes that wait on each other (rendezvous, collective
+set-up, a peer's checkpoint), and run one at a time they kept the cores 64 % busy. Every test still
+runs once; each part writes its JUnit XML (build/test-reports/NAME-PART.xml) and part 1's output is
+shown when it ends. TESTS_WORKERS=N sets part 2's workers (1: no xdist).
 
     python tools/run_tests.py NAME [MARKER-EXPRESSION] [-- PYTEST-ARGS...]
 
@@ -39,6 +42,12 @@ def pytest_command(name: str, part: str, selection: str, extra: list[str]) -> li
         f"--junitxml={REPORTS / f'{name}-{part}.xml'}", "-p", "no:cacheprovider",
         f"--basetemp={BASETEMP / f'{name}-{part}'}", *extra
     ]
+
+
+def workers() -> list[str]:
+    """Part 2's pytest-xdist arguments: one worker per core unless TESTS_WORKERS says otherwise."""
+    n = int(os.environ.get("TESTS_WORKERS") or os.cpu_count() or 1)
+    return ["-n", str(n), "--dist", "loadfile"] if n > 1 else []
 
 
 def narrowed(selection: str, part: str) -> str:
@@ -75,7 +84,8 @@ def main(argv: list[str]) -> int:
             flush=True)
         try:
             main_status = subprocess.call(pytest_command(
-                name, "main", narrowed(selection, "not slurm and not alone"), extra),
+                name, "main", narrowed(selection, "not slurm and not alone"),
+                workers() + extra),
                                           cwd=REPO)
             slurm_status = beside.wait()
         finally:  # interrupted: the Slurm tests end too (their fixture stops the cluster)

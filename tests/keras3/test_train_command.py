@@ -25,14 +25,19 @@ def train(n, tmp_path, *flags):
     return r, json.loads((model_dir / "metrics.json").read_text())
 
 
+# Both on the default stack only: on every stack the same Keras 3 paths run from users' own scripts
+# (tests/horovod/test_horovod_keras3.py, tests/keras3/test_parameter_server.py); what these add is
+# tfdist train's own flags.
 @requires_horovod
 @pytest.mark.horovod
+@pytest.mark.default_stack
 def test_horovod(tmp_path):
     _, metrics = train(2, tmp_path, "--strategy=horovod", "--epochs=6")
     assert (metrics["keras"], metrics["strategy"], metrics["world_size"]) == (3, "horovod", 2)
     assert reached(metrics["final"]["test_accuracy"], 0.95), metrics["final"]
 
 
+@pytest.mark.default_stack
 def test_parameter_server_with_the_evaluator(tmp_path):
     """Chief + ps + worker train; the evaluator (task 3) follows the chief's checkpoints."""
     r, metrics = train(4, tmp_path, "--strategy=parameter_server", "--evaluator", "--epochs=6",
