@@ -102,14 +102,10 @@ test-fast: lint
 # Slurm batch-job tests (the jobs/ scripts, srun, requeue) and the tests marked default_stack
 # (tfdist's own logic: the watchdog, the launcher, the meter, bench statistics, ...), which keeps
 # .ci/run within its budget. `make test-newest NEWEST_TESTS=` runs them all there too.
-# For now (CI measured 88 min on an AVX2-only machine) the field scripts, resume and user-script
-# tests also run on the default stack only: NEWEST_SKIP= runs them here too.
 NEWEST_TESTS ?= not slurm and not default_stack
-NEWEST_SKIP ?= --ignore=tests/field/test_field_local.py --ignore=tests/train/test_resume.py \
-  --ignore=tests/train/test_user_script.py
 test-newest: $(NEWEST_HOROVOD_STAMP)
 	VIRTUAL_ENV=$(CURDIR)/$(NEWEST) PATH="$(CURDIR)/$(NEWEST)/bin:$$PATH" \
-	  $(NEWEST)/bin/python tools/run_tests.py newest "$(NEWEST_TESTS)" -- $(NEWEST_SKIP)
+	  $(NEWEST)/bin/python tools/run_tests.py newest "$(NEWEST_TESTS)"
 
 # The other TensorFlow versions setup.cfg accepts: a venv each (.venv-range/), the check of
 # tools/check_tf_range.sh (TensorFlow kept by `pip install -e .`, tf-keras selected, 2 workers

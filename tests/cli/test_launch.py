@@ -147,8 +147,11 @@ def test_a_killed_launcher_takes_its_ranks_and_their_children():
     "strategy", ["multi_worker", pytest.param("horovod", marks=requires_horovod)])
 def test_a_launcher_killed_mid_training_leaves_no_rank_and_no_port(strategy, tmp_path):
     base = free_port_base(2)
+    # Killed once the first epoch ended (2 steps: the ranks have met and train; more steps would
+    # only delay the kill), with the next ones under way.
     seconds = kill_launcher_and_wait([
         TFDIST, "train", f"--strategy={strategy}", "--pipeline=digits", "--epochs=100000",
-        "--batch_size=8", "--notensorboard", f"--model_dir={tmp_path / 'run'}"
+        "--steps_per_epoch=2", "--batch_size=8", "--notensorboard",
+        f"--model_dir={tmp_path / 'run'}"
     ], "epoch 1/100000: ", [base, base + 1])
     print(f"{strategy}: launcher SIGKILL to nothing left: {seconds:.1f} s")

@@ -50,7 +50,9 @@ def assert_same_ranks(chief, other):
         np.testing.assert_array_equal(ours, theirs)
 
 
-@pytest.mark.parametrize("keras", [2, 3])
+# On the newest stack mirrored's cross-device sum runs with Keras 3: tf-keras's part of the same
+# math (its optimizer's aggregation across replicas) is test_multi_worker_two_processes[2]'s.
+@pytest.mark.parametrize("keras", [pytest.param(2, marks=pytest.mark.default_stack), 3])
 def test_mirrored_two_logical_cpus(single, keras, tmp_path):
     r = run([sys.executable, SCRIPT, "mirrored", str(tmp_path / "w.npz"), str(keras)])
     assert r.returncode == 0, r.stderr[-3000:]

@@ -45,10 +45,17 @@ def test_scripts_add_only_their_tfdist_lines(script, lines):
         assert not [x for x in code if "tfdist" in x]
 
 
+# On the newest stack Horovod's Keras example runs once, in its Keras 3 form: the tf-keras form
+# takes the same Horovod Keras calls (DistributedOptimizer, the broadcast, metric-average and
+# warm-up callbacks), which tests/horovod/test_horovod_keras_binding.py makes on every stack. The
+# GradientTape example stays on both: DistributedGradientTape runs nowhere else.
 @requires_horovod
 @pytest.mark.horovod
-@pytest.mark.parametrize(
-    "script", ["horovod_keras_digits.py", "horovod_keras3_digits.py", "horovod_tape_digits.py"])
+@pytest.mark.parametrize("script", [
+    pytest.param("horovod_keras_digits.py", marks=pytest.mark.default_stack),
+    "horovod_keras3_digits.py",
+    "horovod_tape_digits.py",
+])
 def test_horovod_examples(script, tmp_path):
     proc = launch(2, "python", script, str(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
@@ -62,7 +69,12 @@ def test_horovod_examples(script, tmp_path):
         assert (tmp_path / f"checkpoint-8.{suffix}").exists()
 
 
-@pytest.mark.parametrize("tutorial", ["mwms_tutorial", "mwms_tutorial_keras3"])
+# The newest stack runs the Keras 3 tutorial; the tf-keras one differs by `tfdist env`'s Keras
+# switch (TF_USE_LEGACY_KERAS=1), whose export tests/cli/test_env.py checks and tf.keras being
+# tf-keras under it tests/test_keras_check.py, on every stack.
+@pytest.mark.parametrize(
+    "tutorial",
+    [pytest.param("mwms_tutorial", marks=pytest.mark.default_stack), "mwms_tutorial_keras3"])
 def test_tensorflow_multi_worker_tutorial_after_tfdist_env(tutorial, tmp_path):
     """TensorFlow's tutorial, unchanged: its TF_CONFIG (and the Keras switch) from `tfdist env`;
     written with `import keras` (Keras 3), with `import tfdist` added."""
@@ -78,7 +90,11 @@ def test_tensorflow_multi_worker_tutorial_after_tfdist_env(tutorial, tmp_path):
     assert res["keras"].startswith("3.") == tutorial.endswith("keras3"), res
 
 
-@pytest.mark.parametrize("script", ["keras_io_multi_gpu_digits.py", "plain_keras3_digits.py"])
+# The same README lines in both: the newest stack runs the shorter script.
+@pytest.mark.parametrize("script", [
+    pytest.param("keras_io_multi_gpu_digits.py", marks=pytest.mark.default_stack),
+    "plain_keras3_digits.py"
+])
 def test_keras3_scripts_with_the_readme_lines(script, tmp_path):
     """Keras 3 scripts with tfdist.init, rt.scope, rt.optimizer and rt.callbacks on 2 workers:
     they learn, and only the chief wrote the run directory (one checkpoint series, metrics)."""
@@ -99,6 +115,10 @@ def test_tensorflow_parameter_server_tutorial(tmp_path):
     assert res["workers"] == 1 and res["test_accuracy"] >= MIN_ACCURACY, res
 
 
+# tfdist launch's part (a rank's environment, SIGKILL of every process, a second launch) is the
+# same on every stack; on the newest the PS tutorial's BackupAndRestore still runs, and tfdist's own
+# resume is tests/train/test_resume.py's.
+@pytest.mark.default_stack
 def test_plain_keras_script_resumes_with_its_own_backup_and_restore(tmp_path):
     """Killed (SIGKILL, every process) after its third epoch and started again, the script
     resumes after the last epoch its BackupAndRestore saved, and still learns. The first run asks

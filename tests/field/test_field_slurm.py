@@ -1,7 +1,9 @@
-"""The field scripts as batch jobs on the real two-node test cluster, both ways users submit them:
-through tfdist's jobs/ (`sbatch jobs/S.sbatch DIR -- COMMAND`) and through their own batch script
-(a login shell with the venv activated and none of tfdist's variables, then one `srun`). Each
-learns digits (>= 0.95 test accuracy); every task ends."""
+"""The field scripts as batch jobs on the real two-node test cluster, in the two ways users submit
+them: through tfdist's jobs/ (`sbatch jobs/S.sbatch DIR -- COMMAND`) and through their own batch
+script (a login shell with the venv activated and none of tfdist's variables, then one `srun`).
+Each script runs one way (the parameter-server tutorial, its strategy's only script, both ways),
+and each strategy goes both ways (ROUTES). Each learns digits (>= 0.95 test accuracy); every
+task ends."""
 
 from __future__ import annotations
 
@@ -40,14 +42,31 @@ SCRIPTS = {
     "plain_keras3": ("multi_worker", 1, ("python", "{here}/plain_keras3_digits.py", "{out}"),
                      "replicas", 2),
 }
-# The Keras 3 scripts that take tfdist.init run through jobs/ only (the tutorial both ways): the
-# other route adds no Keras 3 case.
-ONE_ROUTE = {"keras_io_multi_gpu_keras3": "jobs", "plain_keras3": "jobs"}
+# The route each script takes. Every script trains in tests/field/test_field_local.py already
+# (tfdist launch); what Slurm adds is the cluster found from SLURM_* and the route: jobs/ (task.sh,
+# `srun --label`, MODEL_DIR and PATH set for the command) or the user's own script (plain srun in a
+# login shell), and what a route adds is the same for every script of one strategy. So each script
+# runs once and each strategy takes both routes: multi_worker with tf-keras (the tutorial on the
+# user's own script, plain_keras through jobs/, where its epoch lines carry srun's rank label) and
+# with Keras 3 (the same, plus keras_io through jobs/), Horovod (tf-keras on the user's own script,
+# Keras 3 and the GradientTape loop through jobs/) and the parameter-server tutorial, its
+# strategy's only script, both ways.
+ROUTES = {
+    "horovod_keras": ("own_sbatch", ),
+    "horovod_keras3": ("jobs", ),
+    "horovod_tape": ("jobs", ),
+    "tf_multi_worker_tutorial": ("own_sbatch", ),
+    "tf_parameter_server_tutorial": ("jobs", "own_sbatch"),
+    "plain_keras": ("jobs", ),
+    "tf_multi_worker_tutorial_keras3": ("own_sbatch", ),
+    "keras_io_multi_gpu_keras3": ("jobs", ),
+    "plain_keras3": ("jobs", ),
+}
 CASES = [
     pytest.param(name,
                  route,
                  marks=[requires_horovod, HOROVOD] if name.startswith("horovod") else [])
-    for name in SCRIPTS for route in ("jobs", "own_sbatch") if ONE_ROUTE.get(name, route) == route
+    for name in SCRIPTS for route in ROUTES[name]
 ]
 
 OWN_SBATCH = """#!/bin/bash

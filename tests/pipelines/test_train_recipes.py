@@ -11,6 +11,12 @@ from tests.helpers import TFDIST, reached, run
 
 pytestmark = pytest.mark.slow
 
+# On the newest stack: digits (its disk cache is read nowhere else) and image_folder (learnt from
+# pixels TensorFlow decodes and resizes). The hdf5, tfds and synthetic recipes' datasets are read
+# as `tfdist train` reads them by tests/pipelines/test_recipes.py on every stack, and what
+# `tfdist train` does with a recipe's dataset is the same for each: those three on the default
+# stack only.
+
 
 def train(tmp_path, pipeline, *args):
     model_dir = tmp_path / "run"
@@ -42,6 +48,7 @@ def test_image_folder(tmp_path):
     assert metrics["final"]["test_accuracy"] == 1.0
 
 
+@pytest.mark.default_stack
 def test_hdf5(tmp_path):
     """Two classes of 4x4 uint8 arrays, a dark and a bright one, with noise."""
     import h5py
@@ -60,6 +67,7 @@ def test_hdf5(tmp_path):
     assert reached(metrics["final"]["test_accuracy"], 0.9, n=32)
 
 
+@pytest.mark.default_stack
 def test_tfds(tmp_path):
     """A TFDS data set built here by its builder (tests/data/helpers.py), read from data_dir."""
     data_dir = helpers.build_tiny_tfds(str(tmp_path / "tfds"), 2)
@@ -68,6 +76,7 @@ def test_tfds(tmp_path):
     assert metrics["steps_per_epoch"] == 120 // 8
 
 
+@pytest.mark.default_stack
 def test_synthetic(tmp_path):
     metrics = train(tmp_path, "synthetic", "--epochs=1", "--batch_size=16", "--model=mlp",
                     "--pipeline_option=shape=6,6,2", "--pipeline_option=num_train=128",
@@ -75,6 +84,7 @@ def test_synthetic(tmp_path):
     assert metrics["steps_per_epoch"] == 128 // 16
 
 
+@pytest.mark.default_stack  # tfdist's own option check
 def test_a_wrong_option_stops_before_training(tmp_path):
     r = run([TFDIST, "train", "--pipeline=tfds", "--pipeline_option=nmae=mnist"])
     assert r.returncode == 2, r.stderr[-3000:]

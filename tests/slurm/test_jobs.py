@@ -223,17 +223,27 @@ def wait_for_pause(slurm, jobdir, job_id, tasks=2):
         time.sleep(0.5)
 
 
+def run_seconds(info: dict) -> int:
+    """How long the job has run (`scontrol show job`'s RunTime, [D-]HH:MM:SS)."""
+    days, _, hms = info["RunTime"].rpartition("-")
+    h, m, s = map(int, hms.split(":"))
+    return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
+
+
 @pytest.mark.parametrize("own_script", [False, True], ids=["tfdist_train", "keras_digits"])
 def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
-    # tfdist_train: the script's own --signal=USR1@60 with a 3-minute limit: slurmctld sends the
-    # signal at its first time-limit check (every ~30 s) after limit - 60 - 30 s, i.e. 90-120 s
-    # into the run, well after start-up even on a loaded machine. Training must still be going on
-    # then, on any machine: every task waits after global step 30 (mid-epoch 2, the test hook)
-    # until the signal comes; the requeued run is past that step and does not wait.
+    # Every task waits after global step 30 (mid-epoch 2, the test hook) until the signal comes,
+    # so training is still going on then, on any machine; the requeued run is past that step and
+    # does not wait.
+    # tfdist_train: the real time limit with the script's own --signal=USR1@60: once every task
+    # waits, the test lowers the job's limit (as `scontrol update TimeLimit` lets a user) to the
+    # first whole minute more than 90 s away, so that slurmctld sends the signal at its first
+    # time-limit check (every 30 s) with at most 90 s left (warn time + check interval), i.e.
+    # within about 90 s, and with more than 60 s left: the margin USR1@60 gives any job.
     # keras_digits: a user's own model.fit with rt.callbacks(model_dir=$MODEL_DIR), the same
     # story, but the time limit's signal is sent as soon as both tasks wait, by `scancel
     # --signal=USR1`: the same signal to the same tasks of every step, which no task can tell
-    # from slurmctld's (the real limit, tested once above, costs 90-120 s of waiting).
+    # from slurmctld's (the real limit is tested once, above).
     # TFDIST_VERBOSE=1: the chief logs every checkpoint, also the routine ones at epoch ends.
     epochs = 12
     command = ["--", "python", f"{REPO}/jobs/examples/keras_digits.py", f"--epochs={epochs}"]
@@ -242,17 +252,20 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
                     "multi_worker.sbatch",
                     "runs/limit",
                     *(command if own_script else []),
-                    sbatch=[] if own_script else ["--time=3"],
                     env={
                         "EPOCHS": epochs,
                         "TFDIST_VERBOSE": 1,
                         PAUSE_AFTER_STEP: 30
                     })
+    wait_for_pause(slurm, jobdir, job_id)
     if own_script:
-        wait_for_pause(slurm, jobdir, job_id)
         slurm.cmd("scancel", "--signal=USR1", job_id)
+    else:
+        # RunTime is whole seconds: + 91 keeps more than 90 s left.
+        limit = (run_seconds(slurm.job_info(job_id)) + 91) // 60 + 1
+        slurm.cmd("scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit}")
     # While the requeued job is held (~11 s) give its second run room to finish: with the same
-    # 3 minutes it might be signalled and requeued again, also correct but not one clear story.
+    # short limit it might be signalled and requeued again, also correct but not one clear story.
     deadline = time.monotonic() + 420
     while (info := slurm.job_info(job_id)).get("Restarts") != "1":
         if info.get("JobState") in ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"):

@@ -1,5 +1,9 @@
 """Checkpoints and resume with real processes: stop by SIGTERM mid-epoch, a kill right after a
-known mid-epoch checkpoint, crash mid-write, refused resume, chief-only writes."""
+known mid-epoch checkpoint, crash mid-write, refused resume, chief-only writes.
+
+An uninterrupted 2-worker run of each strategy and Keras (the `straight` fixture) is made once
+for the module: the reference weights of the SIGTERM and mid-epoch tests, and the run whose files
+the chief-only test inspects; every test that uses it trains with exactly its settings (ARGS)."""
 
 import json
 import os
@@ -15,14 +19,15 @@ from tfdist.train.checkpoint import EXIT_AFTER_STEP, EXIT_WHILE_SAVING
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = pytest.mark.slow
-TRAIN = ["train", "--pipeline=digits", "--epochs=3", "--batch_size=8", "--lr=0.01"]
+TRAIN = ["train", "--pipeline=digits"]
+# 1437 training digits at 32 per replica: 44 steps an epoch alone, 22 with two. Three epochs, so
+# that a stop in epoch 2 (at the latest at its end) leaves an epoch to resume.
+ARGS = TRAIN + ["--epochs=3", "--batch_size=32", "--lr=0.01", "--checkpoint_steps=4"]
 
 
-def start_train(n, model_dir, *extra, tmpdir=None, env=None):
-    cmd = [TFDIST, *TRAIN, f"--model_dir={model_dir}", *extra]
-    if n > 1:
-        cmd = [TFDIST, "launch", "-n", str(n), "--", *cmd]
-    return start(cmd, env=dict(env or {}, **({"TMPDIR": str(tmpdir)} if tmpdir else {})))
+def train_args(strategy=None, keras=2):
+    """ARGS for `strategy` (None: tfdist's choice, for one task) and Keras `keras`."""
+    return ARGS + ([f"--strategy={strategy}"] if strategy else []) + [f"--keras={keras}"]
 
 
 def weights(model_dir, keras=2):
@@ -35,13 +40,49 @@ def weights(model_dir, keras=2):
     return load(os.path.join(model_dir, "model.keras")).get_weights()
 
 
-@pytest.mark.parametrize("n", [1, 2])
-def test_resume_after_sigterm_equals_uninterrupted(n, tmp_path):
-    stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    # 1437 digits at 8 per replica: 179 steps an epoch alone, 89 with two. Every task waits
-    # after 40 steps of epoch 2 (the test hook) until the signal: mid-epoch on any machine.
-    pause = {1: 179, 2: 89}[n] + 40
-    proc = start_train(n, stopped, env={PAUSE_AFTER_STEP: str(pause)})
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """straight(strategy, keras): the model_dir of an uninterrupted 2-worker run with
+    train_args(strategy, keras), trained on first use and shared by the module's tests; its
+    TMPDIR is model_dir's sibling "tmp" (test_only_the_chief_writes looks into it)."""
+    made = {}
+
+    def get(strategy, keras):
+        if (strategy, keras) not in made:
+            root = tmp_path_factory.mktemp(f"straight-{strategy}-{keras}")
+            (root / "tmp").mkdir()
+            r = launch(2,
+                       TFDIST,
+                       *train_args(strategy, keras),
+                       f"--model_dir={root / 'run'}",
+                       env={"TMPDIR": str(root / "tmp")})
+            made[strategy, keras] = root / "run", r.returncode, r.stdout[-3000:] + r.stderr[-2000:]
+            assert_nothing_left()  # none of its processes is left to disturb the next test
+        model_dir, status, out = made[strategy, keras]
+        assert status == 0, out  # every test that uses a failed run fails
+        return model_dir
+
+    return get
+
+
+@pytest.mark.parametrize(
+    "n",
+    [
+        # Newest stack: [2], the same resume after the tasks' agreement (a collective).
+        pytest.param(1, marks=pytest.mark.default_stack),
+        2,
+    ])
+def test_resume_after_sigterm_equals_uninterrupted(n, straight, tmp_path):
+    """Alone the reference is a run of its own (3 processes in all); two tasks compare with the
+    shared multi_worker run (the straight fixture: 2 more processes where this test makes it)."""
+    stopped = tmp_path / "stopped"
+    args = train_args("multi_worker" if n == 2 else None)
+    # Every task waits after 10 steps of epoch 2 (the test hook) until the signal: mid-epoch on
+    # any machine.
+    pause = {1: 44, 2: 22}[n] + 10
+    cmd = [TFDIST, *args, f"--model_dir={stopped}"]
+    proc = start(cmd if n == 1 else [TFDIST, "launch", "-n", "2", "--", *cmd],
+                 env={PAUSE_AFTER_STEP: str(pause)})
     head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: paused at global step {pause} ")
     proc.send_signal(signal.SIGTERM)
     status, out = finish(proc)
@@ -49,36 +90,42 @@ def test_resume_after_sigterm_equals_uninterrupted(n, tmp_path):
     assert status == 75, out[-3000:]
     # Alone: right after that step; two tasks stop at their next agreement (its interval depends
     # on the step time), at the latest at the end of epoch 2.
-    where = r"at epoch 2, step 40;" if n == 1 else r"(at epoch 2, step \d+|after epoch 2);"
+    where = r"at epoch 2, step 10;" if n == 1 else r"(at epoch 2, step \d+|after epoch 2);"
     assert re.search("preempted " + where, out), out[-2000:]
     assert "Re-run the same command" in out
     assert not (stopped / "metrics.json").exists()
+    # The checkpoint the preemption wrote (the chief's; a worker names none) is the one resumed,
+    # not an older step checkpoint.
+    saved = set(re.findall(r"preempted [^;]*; checkpoint: (\S+)\. ", out)) - {"none"}
+    assert len(saved) == 1, out[-2000:]
 
-    r = run([TFDIST, "launch", "-n", str(n), "--", TFDIST, *TRAIN, f"--model_dir={stopped}"])
+    r = run([TFDIST, "launch", "-n", str(n), "--", *cmd])
     assert r.returncode == 0, r.stdout[-3000:]
-    assert "resuming from" in r.stdout + r.stderr
-    r = run([TFDIST, "launch", "-n", str(n), "--", TFDIST, *TRAIN, f"--model_dir={straight}"])
-    assert r.returncode == 0, r.stdout[-3000:]
+    assert f"resuming from {saved.pop()} " in r.stdout + r.stderr, r.stdout[-3000:]
+    if n == 1:
+        reference = tmp_path / "straight"
+        r = run([TFDIST, "launch", "-n", "1", "--", TFDIST, *args, f"--model_dir={reference}"])
+        assert r.returncode == 0, r.stdout[-3000:]
+    else:
+        reference = straight("multi_worker", 2)
     assert_nothing_left()  # after a preemption, a resume and a run to the end
-    for a, b in zip(weights(stopped), weights(straight)):
+    for a, b in zip(weights(stopped), weights(reference)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+# Newest stack: all three (tf-keras resumes at a step, Keras 3 by tfdist's skip, Horovod).
 @pytest.mark.parametrize("strategy,keras", [
     ("multi_worker", 2),
     ("multi_worker", 3),
     pytest.param("horovod", 2, marks=[requires_horovod, pytest.mark.horovod]),
 ])
-def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, keras, tmp_path):
+def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, keras, straight, tmp_path):
     """Deterministic: both tasks exit right after the step checkpoint of global step 28 (the test
     hook), so the resume must skip the 6 batches of epoch 2 already trained (1437 digits at
     2 x 32 a step: 22 steps an epoch). Keras 3 has no step to resume at: tfdist skips the 6
-    steps (tfdist.keras3.fit_hooks.start_at)."""
-    args = [
-        "train", "--pipeline=digits", "--epochs=2", "--batch_size=32", "--lr=0.01",
-        f"--strategy={strategy}", "--checkpoint_steps=4", "--notensorboard", f"--keras={keras}"
-    ]
-    stopped, straight = tmp_path / "stopped", tmp_path / "straight"
+    steps (tfdist.keras3.fit_hooks.start_at). The reference: the shared uninterrupted run."""
+    args = train_args(strategy, keras)
+    stopped = tmp_path / "stopped"
     r = launch(2, TFDIST, *args, f"--model_dir={stopped}", env={EXIT_AFTER_STEP: "28"})
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-2000:]
     assert f"{EXIT_AFTER_STEP}=28: exiting" in r.stdout
@@ -93,25 +140,26 @@ def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, keras, tmp_
     assert f"resuming from {ckpt} (epoch 1, step 6)" in r.stdout
     metrics = json.loads((stopped / "metrics.json").read_text())
     assert metrics["resumed_from"] == [1, 6] and metrics["keras"] == keras
-    r = launch(2, TFDIST, *args, f"--model_dir={straight}")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    for a, b in zip(weights(stopped, keras), weights(straight, keras)):
+    for a, b in zip(weights(stopped, keras), weights(straight(strategy, keras), keras)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+# Newest stack: no. What it checks is tfdist's own (a checkpoint written under a temporary name,
+# renamed into place; the leftover removed); resuming from a checkpoint runs in the tests above.
+@pytest.mark.default_stack
 def test_crash_while_writing_keeps_previous_checkpoint(tmp_path):
     # The chief dies half-way through writing the checkpoint of epoch 2 (the test hook: its state
     # written under the temporary name, not yet renamed into place).
     model_dir = tmp_path / "run"
     args = ["--steps_per_epoch=1", "--batch_size=2", "--epochs=4", "--notensorboard"]
-    r = run([TFDIST, *TRAIN[:2], *args, f"--model_dir={model_dir}"], env={EXIT_WHILE_SAVING: "2"})
+    r = run([TFDIST, *TRAIN, *args, f"--model_dir={model_dir}"], env={EXIT_WHILE_SAVING: "2"})
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"{EXIT_WHILE_SAVING}=2: exiting while writing its checkpoint" in r.stderr
     ckpts = model_dir / "checkpoints"
     assert sorted(p.name for p in ckpts.iterdir() if not p.name.startswith(".")) == ["ckpt-1"]
     assert any(p.name.startswith(".tmp-ckpt-2") for p in ckpts.iterdir()), list(ckpts.iterdir())
 
-    r = run([TFDIST, *TRAIN[:2], *args, f"--model_dir={model_dir}"], timeout=900)
+    r = run([TFDIST, *TRAIN, *args, f"--model_dir={model_dir}"], timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     log = r.stdout + r.stderr
     assert "removing .tmp-ckpt-2" in log
@@ -119,38 +167,30 @@ def test_crash_while_writing_keeps_previous_checkpoint(tmp_path):
     assert not any(p.name.startswith(".tmp") for p in ckpts.iterdir())
 
 
+# Newest stack: no. tfdist compares what its checkpoint's meta.json recorded with the new flags.
+@pytest.mark.default_stack
 def test_refused_resume_names_what_differs(tmp_path):
     model_dir = tmp_path / "run"
-    r = run([TFDIST, *TRAIN[:2], "--epochs=1", f"--model_dir={model_dir}"])
+    r = run([TFDIST, *TRAIN, "--epochs=1", "--steps_per_epoch=2", f"--model_dir={model_dir}"])
     assert r.returncode == 0, r.stderr[-3000:]
-    r = run([TFDIST, *TRAIN[:2], "--epochs=2", "--model=mlp", f"--model_dir={model_dir}"])
-    assert r.returncode == 2
+    # One refused run with three differences (each compared on its own, check_resume): every
+    # one is named.
+    r = run([
+        TFDIST, *TRAIN, "--epochs=2", "--steps_per_epoch=2", "--model=mlp", "--strategy=mirrored",
+        "--cpu_devices=2", "--keras=3", f"--model_dir={model_dir}"
+    ])
+    assert r.returncode == 2, r.stderr[-3000:]
     assert "Cannot resume from" in r.stderr and "model was 'cnn', now 'mlp'" in r.stderr
     assert "Use a new --model_dir" in r.stderr
-    r = run([
-        TFDIST, *TRAIN[:2], "--epochs=2", "--strategy=mirrored", "--cpu_devices=2",
-        f"--model_dir={model_dir}"
-    ])
-    assert r.returncode == 2
     assert "strategy was 'default', now 'mirrored'" in r.stderr
-    r = run([TFDIST, *TRAIN[:2], "--epochs=2", "--keras=3", f"--model_dir={model_dir}"])
-    assert r.returncode == 2
     assert "keras was 2, now 3" in r.stderr
 
 
+# Newest stack: both; they only look at the shared runs the mid-epoch tests compare with.
 @pytest.mark.parametrize("keras", [2, 3])
-def test_only_the_chief_writes(keras, tmp_path):
-    model_dir, scratch = tmp_path / "run", tmp_path / "tmp"
-    scratch.mkdir()
-    proc = start_train(2,
-                       model_dir,
-                       "--epochs=2",
-                       "--batch_size=32",
-                       "--checkpoint_steps=5",
-                       f"--keras={keras}",
-                       tmpdir=scratch)
-    status, out = finish(proc)
-    assert status == 0, out[-3000:]
+def test_only_the_chief_writes(keras, straight):
+    model_dir = straight("multi_worker", keras)
+    scratch = model_dir.parent / "tmp"
     # Every file and folder under model_dir, sub-folders included, is one the chief writes: its
     # checkpoints, ONE TensorBoard event file (a worker's would be a second one), its results;
     # besides each rank's own progress record (the watchdog's side channel, one file a rank).
