@@ -12,9 +12,9 @@ Parts 1 and 2 share the machine's cores: the Slurm tests leave them idle half th
 share of the suite's time was 17 of 55 minutes at 45 % CPU, measured 2026-11-25). Part 2 runs in
 one pytest-xdist worker per core, a test file to a worker (`--dist loadfile`, so a module's shared
 fixtures are made once): its tests start processes that wait on each other (rendezvous, collective
-set-up, a peer's checkpoint), and run one at a time they kept the cores 64 % busy. Every test still
-runs once; each part writes its JUnit XML (build/test-reports/NAME-PART.xml) and part 1's output is
-shown when it ends. TESTS_WORKERS=N sets part 2's workers (1: no xdist).
+set-up, a peer's checkpoint); the whole suite, one test at a time, kept the cores 64 % busy.
+Every test still runs once; each part writes its JUnit XML (build/test-reports/NAME-PART.xml) and
+part 1's output is shown when it ends. TESTS_WORKERS=N sets part 2's workers (1: no xdist).
 
     python tools/run_tests.py NAME [MARKER-EXPRESSION] [-- PYTEST-ARGS...]
 
