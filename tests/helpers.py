@@ -196,3 +196,12 @@ def reached(accuracy: float, share: float, n: int = DIGITS_TEST) -> bool:
     accuracy in float32, where 324/360 reads 0.89999998 (below 0.9) and 342/360 0.94999999: the
     counts are compared, not the floats."""
     return round(accuracy * n) >= math.ceil(share * n - 1e-9)
+
+
+def saved_model(model_dir, keras):
+    """MODEL_DIR/model.keras loaded in this process by the Keras that saved it (2: tf.keras, which
+    is tf-keras under tfdist; 3: Keras 3), as a user would load it."""
+    import tfdist  # noqa: F401  (before TensorFlow, as in a user's script)
+    from tfdist.keras3 import keras_module
+
+    return keras_module(int(keras)).models.load_model(os.path.join(model_dir, "model.keras"))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.helpers import TFDIST, launch, reached, requires_horovod, run
+from tests.helpers import TFDIST, launch, reached, requires_horovod, run, saved_model
 
 pytestmark = pytest.mark.slow
 
@@ -18,13 +18,7 @@ MODEL = {"2": ("cnn", "Conv2D"), "3": ("mlp", "Flatten")}
 def saved_layers(model_dir, keras):
     """The saved model's second layer (class, dtype policy) and its last layer's dtype policy,
     loaded in this process (tf-keras or Keras 3, as tfdist selects them) like a user would."""
-    import tfdist  # noqa: F401
-    import tensorflow as tf
-
-    from tfdist.keras3 import keras_module
-
-    load = keras_module(3).models.load_model if keras == "3" else tf.keras.models.load_model
-    m = load(str(model_dir / "model.keras"))
+    m = saved_model(model_dir, keras)
     return [
         m.layers[1].__class__.__name__, m.layers[1].dtype_policy.name,
         m.layers[-1].dtype_policy.name

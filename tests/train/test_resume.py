@@ -6,15 +6,14 @@ for the module: the reference weights of the SIGTERM and mid-epoch tests, and th
 the chief-only test inspects; every test that uses it trains with exactly its settings (ARGS)."""
 
 import json
-import os
 import re
 import signal
 
 import numpy as np
 import pytest
 
-from tests.helpers import (TFDIST, assert_nothing_left, finish, launch, requires_horovod, run,
-                           start, wait_for)
+from tests.helpers import (TFDIST, assert_nothing_left, finish, launch, saved_model,
+                           requires_horovod, run, start, wait_for)
 from tfdist.train.checkpoint import EXIT_AFTER_STEP, EXIT_WHILE_SAVING
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
@@ -31,13 +30,7 @@ def train_args(strategy=None, keras=2):
 
 
 def weights(model_dir, keras=2):
-    import tfdist  # noqa: F401
-    import tensorflow as tf
-
-    from tfdist.keras3 import keras_module
-
-    load = keras_module(keras).models.load_model if keras == 3 else tf.keras.models.load_model
-    return load(os.path.join(model_dir, "model.keras")).get_weights()
+    return saved_model(model_dir, keras).get_weights()
 
 
 @pytest.fixture(scope="module")
