@@ -8,6 +8,8 @@ import pytest
 
 from tests.helpers import JOB_TAG
 
+pytest_plugins = ["tests.cpu_time"]  # each test's CPU seconds in the JUnit XML
+
 
 @pytest.fixture(autouse=True)
 def _job_tag(monkeypatch):

@@ -12,6 +12,8 @@ import xml.etree.ElementTree as ET
 from tests.helpers import REPO
 
 SUITE = textwrap.dedent("""
+    import subprocess
+    import sys
     import time
 
     import pytest
@@ -30,6 +32,10 @@ SUITE = textwrap.dedent("""
         time.sleep(0.3)
 
 
+    def test_busy_child():  # CPU in a process it starts, little wall time of its own to sleep
+        subprocess.run([sys.executable, "-c", "sum(range(10 ** 7))"], check=True)
+
+
     @pytest.mark.alone
     def test_alone():
         pass
@@ -40,10 +46,12 @@ def test_slowest_tests_reads_pytests_junit_xml(tmp_path):
     (tmp_path / "test_suite.py").write_text(SUITE)
     xml = tmp_path / "out.xml"
     r = subprocess.run([
-        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-        f"--junitxml={xml}", "-W", "ignore::pytest.PytestUnknownMarkWarning", "test_suite.py"
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-p",
+        "tests.cpu_time", f"--junitxml={xml}", "-W", "ignore::pytest.PytestUnknownMarkWarning",
+        "test_suite.py"
     ],
                        cwd=tmp_path,
+                       env=dict(os.environ, PYTHONPATH=str(REPO)),
                        capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stdout
@@ -54,9 +62,13 @@ def test_slowest_tests_reads_pytests_junit_xml(tmp_path):
         capture_output=True,
         text=True,
         check=True).stdout.splitlines()
-    # No figure of the machine's speed is checked: the slowest is the one that sleeps.
-    assert out[0].startswith("ci: stack: 4 tests, ") and out[0].endswith("the 2 slowest:"), out
-    assert len(out) == 3 and out[1].endswith("test_suite.py::test_slow"), out
+    # No figure of the machine's speed is checked: the two slowest are the sleeper (0.3 s) and
+    # the test whose child sums (its order against the sleep depends on the machine), the
+    # costliest in CPU is the latter: the sleeper's CPU is near 0 on any machine.
+    assert out[0].startswith("ci: stack: 5 tests, ") and out[0].endswith("the 2 slowest:"), out
+    assert {line.rsplit("::", 1)[-1] for line in out[1:3]} == {"test_slow", "test_busy_child"}, out
+    assert out[3] == "ci: stack: the 2 costliest in CPU (what the budget is spent on):", out
+    assert len(out) == 6 and out[4].endswith("test_suite.py::test_busy_child"), out
 
 
 def test_run_tests_runs_each_test_in_its_part_and_fails_with_the_first_failing_part(tmp_path):
@@ -89,7 +101,7 @@ def test_run_tests_runs_each_test_in_its_part_and_fails_with_the_first_failing_p
         }
         assert ran == {
             "slurm": ["test_beside"],
-            "main": ["test_quick", "test_slow"],
+            "main": ["test_busy_child", "test_quick", "test_slow"],
             "alone": ["test_alone", "test_fails"]
         }, ran
         # The Slurm part's output is shown once it has ended.

@@ -50,6 +50,22 @@ def workers() -> list[str]:
     return ["-n", str(n), "--dist", "loadfile"] if n > 1 else []
 
 
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, all) clock ticks of every core since boot (/proc/stat; (0, 0) where there is none)."""
+    try:
+        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return 0, 0
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def busy_since(start: tuple[int, int]) -> str:
+    """How busy the cores were since `start`: whether a part was short of CPU or waiting."""
+    busy, total = (a - b for a, b in zip(cpu_jiffies(), start))
+    return f"cores {100 * busy / total:.0f} % busy" if total > 0 else "cores' load unknown"
+
+
 def narrowed(selection: str, part: str) -> str:
     return f"({selection}) and ({part})" if selection.strip() else part
 
@@ -68,7 +84,7 @@ def main(argv: list[str]) -> int:
     name, selection = argv[0], (argv[1] if len(argv) == 2 else "")
     REPORTS.mkdir(parents=True, exist_ok=True)
     BASETEMP.mkdir(parents=True, exist_ok=True)  # pytest makes only the last level
-    start = time.monotonic()
+    start, start_cpu = time.monotonic(), cpu_jiffies()
 
     log_path = REPORTS / f"{name}-slurm.log"
     with open(log_path, "w") as log:
@@ -88,6 +104,7 @@ def main(argv: list[str]) -> int:
                 workers() + extra),
                                           cwd=REPO)
             slurm_status = beside.wait()
+            beside_cpu = busy_since(start_cpu)
         finally:  # interrupted: the Slurm tests end too (their fixture stops the cluster)
             if beside.poll() is None:
                 beside.terminate()
@@ -97,14 +114,16 @@ def main(argv: list[str]) -> int:
     sys.stdout.write(log_path.read_text())
     print(f"---- run_tests: {name}: the tests marked alone, with nothing beside them ----",
           flush=True)
+    alone_cpu = cpu_jiffies()
     alone_status = subprocess.call(pytest_command(name, "alone",
                                                   narrowed(selection, "alone and not slurm"),
                                                   extra),
                                    cwd=REPO)
     statuses = {"others": main_status, "slurm": slurm_status, "alone": alone_status}
     took = time.monotonic() - start
-    print(f"run_tests: {name}: {took / 60:.1f} min; pytest exit status per part: " +
-          ", ".join(f"{part} {status}" for part, status in statuses.items()),
+    print(f"run_tests: {name}: {took / 60:.1f} min ({beside_cpu} while the Slurm tests and the "
+          f"others ran, {busy_since(alone_cpu)} for the alone ones); pytest exit status per "
+          "part: " + ", ".join(f"{part} {status}" for part, status in statuses.items()),
           flush=True)
     failed = [status for status in statuses.values() if not ok(status)]
     return failed[0] if failed else 0
