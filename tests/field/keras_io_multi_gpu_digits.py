@@ -1,5 +1,6 @@
 # keras.io's guide "Multi-GPU distributed training with TensorFlow" (Keras 3, `import keras`), on
-# digits instead of MNIST (no download here) and for more epochs (a smaller data set), made
+# digits instead of MNIST (no download here) and for more epochs (a smaller data set; 8 epochs
+# gave test accuracy 0.977-0.980 in 3 runs on 2 workers, 2026-11-25; the test's bound is 0.95), made
 # multi-worker with the lines marked "tfdist:". The guide's MirroredStrategy trains the GPUs of one
 # machine; tfdist.init() gives MultiWorkerMirroredStrategy over every task of the job.
 import json
@@ -69,7 +70,7 @@ with rt.scope():  # tfdist: in place of strategy.scope()
 # Train the model on all available devices.
 train_dataset, val_dataset, test_dataset = get_dataset()
 model.fit(train_dataset,
-          epochs=20,
+          epochs=8,
           validation_data=val_dataset,
           verbose=2,
           callbacks=rt.callbacks(model_dir=os.path.join(out_dir, "run")))  # tfdist: checkpoints
