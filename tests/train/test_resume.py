@@ -106,11 +106,14 @@ def test_resume_after_sigterm_equals_uninterrupted(n, straight, tmp_path):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-# Newest stack: all three (tf-keras resumes at a step, Keras 3 by tfdist's skip, Horovod).
+# Newest stack: tf-keras under multi_worker only. Keras 3 and Horovod resume mid-epoch (Keras 3 by
+# tfdist's skip) from the checkpoint a SIGTERM made on every stack in a user's own script:
+# tests/train/test_user_script.py's [multi_worker-3] and [horovod-2].
 @pytest.mark.parametrize("strategy,keras", [
     ("multi_worker", 2),
-    ("multi_worker", 3),
-    pytest.param("horovod", 2, marks=[requires_horovod, pytest.mark.horovod]),
+    pytest.param("multi_worker", 3, marks=pytest.mark.default_stack),
+    pytest.param("horovod", 2, marks=[requires_horovod, pytest.mark.horovod,
+                                      pytest.mark.default_stack]),
 ])
 def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, keras, straight, tmp_path):
     """Deterministic: both tasks exit right after the step checkpoint of global step 28 (the test
