@@ -17,7 +17,7 @@ SRC    := tfdist pipelines tests bench jobs tools/docs tools/run_tests.py tools/
 .PHONY: help install install-newest test test-fast test-newest test-range lint format clean
 .PHONY: slurm-up slurm-down
 .PHONY: horovod demo
-.PHONY: bench docs
+.PHONY: bench docs reference
 
 help:
 	@echo "make install    create .venv and install tfdist with its test extras"
@@ -28,6 +28,7 @@ help:
 	@echo "make test-newest  the whole suite on the newest TensorFlow (.venv-newest), Horovod too"
 	@echo "make test-range   TensorFlow 2.16, 2.17, 2.19, 2.20: kept by pip, 2 workers and 2 Horovod ranks train"
 	@echo "make docs       build the docs site into site/ (warnings are errors); open site/index.html"
+	@echo "make reference  rewrite docs/reference/cli.md and environment.md from the code"
 	@echo "make format     reformat the sources in place (yapf)"
 	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
 	@echo "make bench      benchmarks: tfdist vs hand-written TF/Horovod vs the machine (bench/results/)"
@@ -132,6 +133,11 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
+
+# docs/reference/cli.md and environment.md, rewritten from the code (committed: they read on
+# GitHub too; `make docs` fails while they are out of date).
+reference: $(STAMP)
+	$(BIN)/python tools/docs/reference.py
 
 # The two-node Slurm test cluster in network namespaces (tools/slurm/cluster.sh; root needed).
 slurm-up:

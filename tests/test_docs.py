@@ -116,6 +116,17 @@ def test_every_tfdist_variable_is_in_the_registry_and_the_docs(site):
     assert [name for name in registered if name not in page] == []
 
 
+def test_the_committed_reference_pages_are_what_the_code_generates():
+    """docs/reference/cli.md and environment.md are committed (they read on GitHub too) and must
+    not drift from the flag definitions and tfdist/env_vars.py (the build also warns)."""
+    out = subprocess.run([sys.executable, "tools/docs/reference.py", "--check"],
+                         cwd=REPO,
+                         capture_output=True,
+                         text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+
+
 def test_the_built_site_loads_nothing_from_outside(site):
     """No stylesheet, script, font or image from another host: the site works offline (Material
     would load Google Fonts unless `theme.font: false`)."""
