@@ -102,6 +102,25 @@ def resume_identity(engine,
     return dict(wanted, **(extra or {}))
 
 
+class _LayerStatistics(tf.keras.callbacks.Callback):
+    """A Keras 3 model's layer statistics (BatchNormalization's moving mean and variance) averaged
+    over the replicas at each epoch end and before each checkpoint: under multi_worker each worker
+    would keep its own (tfdist.keras3.layer_statistics)."""
+
+    def __init__(self, strategy):
+        super().__init__()
+        self.strategy = strategy
+
+    def average(self, model) -> None:
+        if model is not None and is_keras3(model):
+            from tfdist.keras3.layer_statistics import average_over_replicas
+
+            average_over_replicas(model, self.strategy)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.average(self.model)
+
+
 class TrainingCallbacks(list):
     """The callbacks for model.fit, with handles on those a script may ask afterwards:
     `meter` (epoch_rates, epoch_input_wait), `checkpoint` (resumed_from), `preemption` and
@@ -212,6 +231,10 @@ def training_callbacks(engine,
         cbs.watchdog = make_watchdog(engine, model_dir, timeout, requeue, input_batches)
         cbs.append(WatchdogCallback(cbs.watchdog))  # first: the others' work gets its grace
     cbs.extend(engine.callbacks())
+    statistics = None
+    if engine.name == "multi_worker" and engine.roles.trains:
+        statistics = _LayerStatistics(engine.strategy)  # before the epoch-end checkpoint
+        cbs.append(statistics)
     if meter:
         cbs.meter = ThroughputMeter(global_batch, warn=chief, gather=engine.gather_floats)
         cbs.append(cbs.meter)
@@ -226,6 +249,8 @@ def training_callbacks(engine,
                                          checkpoint_steps,
                                          collective=caps.collective_checkpoint,
                                          element_spec=element_spec)
+        if statistics is not None:
+            cbs.checkpoint.before_write = statistics.average
         cbs.append(cbs.checkpoint)
         if tensorboard and chief:
             cbs.append(_TensorBoard(os.path.join(model_dir, "logs")))

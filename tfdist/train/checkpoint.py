@@ -150,6 +150,8 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
         self._step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._epoch = 0
         self._ckpt = None
+        # Called with the model before each write, on every rank (e.g. a collective average).
+        self.before_write: Optional[Callable[[Any], None]] = None
 
     # -- Keras hooks -------------------------------------------------------------------------
 
@@ -223,6 +225,8 @@ class TrainingCheckpoint(tf.keras.callbacks.Callback):
     def save(self, epoch: int, step: int) -> Optional[str]:
         """Write the state as of `step` steps into `epoch`; returns the chief's checkpoint path."""
         slow_phase()  # the progress watchdog gives a write its longer grace
+        if self.before_write is not None:
+            self.before_write(self.model)
         self._epoch_var.assign(epoch)
         self._step_var.assign(step)
         global_step = self.global_step(epoch, step)
