@@ -76,6 +76,13 @@ class Engine:
     def callbacks(self) -> list:
         return []
 
+    def average_layer_statistics(self, model) -> int:
+        """Give `model`'s layer statistics (BatchNormalization's moving mean and variance) their
+        mean over every replica where each replica keeps its own copy; every rank calls it at the
+        same points (tfdist.distribute.layer_statistics). Returns how many variables it covers: 0
+        where there is one replica, or where the strategy averages them itself."""
+        return 0
+
     def explain_failure(self, error: BaseException) -> Optional[str]:
         """A one-paragraph explanation when `error` means a peer task was lost, else None."""
         return None

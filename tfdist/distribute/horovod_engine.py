@@ -6,7 +6,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tfdist.distribute import horovod_setup
+from tfdist.distribute import horovod_setup, layer_statistics
 from tfdist.distribute.engine import Engine
 
 
@@ -50,6 +50,14 @@ class HorovodEngine(Engine):
 
     def callbacks(self) -> list:
         return horovod_setup.horovod_callbacks()
+
+    def average_layer_statistics(self, model) -> int:
+        # Both Kerases: without a strategy each rank's statistics are its own.
+        if self.cluster.world_size < 2:
+            return 0
+        import horovod.tensorflow as hvd  # initialised with Horovod's Keras module
+
+        return layer_statistics.average(model, layer_statistics.horovod_averaging(hvd))
 
     def explain_failure(self, error: BaseException) -> Optional[str]:
         # Either Horovod's own shutdown notice or gloo's socket error reaches the op first.

@@ -17,6 +17,7 @@ from tensorflow.python.eager import context  # the coordination service's key-va
 from tfdist.cluster import check_port_free
 from tfdist.cluster.tf_config import ordered_tasks
 from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK, DEFAULT_COLLECTIVE_TIMEOUT
+from tfdist.distribute import layer_statistics
 from tfdist.distribute.engine import Capabilities, Engine, LateInitError
 from tfdist.errors import ConfigError, TfdistError
 
@@ -67,6 +68,9 @@ class MirroredEngine(Engine):
         if cpu_devices > 1:
             devices = _logical_cpus(cpu_devices)
         self.strategy = tf.distribute.MirroredStrategy(devices=devices)
+
+    def average_layer_statistics(self, model) -> int:
+        return _average_keras3_statistics(self.strategy, model)
 
 
 class OneDeviceEngine(Engine):
@@ -153,6 +157,16 @@ def _rank_order(tf_config, type_order: Optional[tuple[str, ...]]) -> list[tuple[
     return order
 
 
+def _average_keras3_statistics(strategy, model) -> int:
+    """A Keras 3 model's layer statistics averaged over `strategy`'s replicas (tf-keras makes them
+    on-read variables, averaged whenever they are read)."""
+    from tfdist.keras3 import is_keras3
+
+    if strategy.num_replicas_in_sync < 2 or not is_keras3(model):
+        return 0
+    return layer_statistics.average(model, layer_statistics.strategy_averaging(strategy))
+
+
 class MultiWorkerEngine(_ClusterEngine):
     """Synchronous data parallelism over tasks: MultiWorkerMirroredStrategy."""
 
@@ -190,6 +204,9 @@ class MultiWorkerEngine(_ClusterEngine):
                 "model.") from None
         self._gather_fn = None
         self._barriers = 0
+
+    def average_layer_statistics(self, model) -> int:
+        return _average_keras3_statistics(self.strategy, model)
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         if self._gather_fn is None:

@@ -103,19 +103,17 @@ def resume_identity(engine,
 
 
 class _LayerStatistics(tf.keras.callbacks.Callback):
-    """A Keras 3 model's layer statistics (BatchNormalization's moving mean and variance) averaged
-    over the replicas at each epoch end and before each checkpoint: under multi_worker each worker
-    would keep its own (tfdist.keras3.layer_statistics)."""
+    """The model's layer statistics (BatchNormalization's moving mean and variance) averaged over
+    the replicas at each epoch end (and, through the checkpoint, before each write) where each
+    replica keeps its own: tfdist.distribute.layer_statistics."""
 
-    def __init__(self, strategy):
+    def __init__(self, engine):
         super().__init__()
-        self.strategy = strategy
+        self.engine = engine
 
     def average(self, model) -> None:
-        if model is not None and is_keras3(model):
-            from tfdist.keras3.layer_statistics import average_over_replicas
-
-            average_over_replicas(model, self.strategy)
+        if model is not None:
+            self.engine.average_layer_statistics(model)
 
     def on_epoch_end(self, epoch, logs=None):
         self.average(self.model)
@@ -232,8 +230,8 @@ def training_callbacks(engine,
         cbs.append(WatchdogCallback(cbs.watchdog))  # first: the others' work gets its grace
     cbs.extend(engine.callbacks())
     statistics = None
-    if engine.name == "multi_worker" and engine.roles.trains:
-        statistics = _LayerStatistics(engine.strategy)  # before the epoch-end checkpoint
+    if engine.roles.trains and engine.name != "parameter_server":
+        statistics = _LayerStatistics(engine)  # before the epoch-end checkpoint
         cbs.append(statistics)
     if meter:
         cbs.meter = ThroughputMeter(global_batch, warn=chief, gather=engine.gather_floats)
