@@ -112,8 +112,8 @@ def test_resume_after_sigterm_equals_uninterrupted(n, straight, tmp_path):
 @pytest.mark.parametrize("strategy,keras", [
     ("multi_worker", 2),
     pytest.param("multi_worker", 3, marks=pytest.mark.default_stack),
-    pytest.param("horovod", 2, marks=[requires_horovod, pytest.mark.horovod,
-                                      pytest.mark.default_stack]),
+    pytest.param(
+        "horovod", 2, marks=[requires_horovod, pytest.mark.horovod, pytest.mark.default_stack]),
 ])
 def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, keras, straight, tmp_path):
     """Deterministic: both tasks exit right after the step checkpoint of global step 28 (the test
