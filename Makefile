@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.tfdist-installed
-# The default stack (TensorFlow 2.18) and the newest TensorFlow, each with its own Horovod build.
+# The default stack (TensorFlow 2.18) and the newest TensorFlow, each with its own Horovod build,
+# each installed from its lock file (every package pinned; `make lock` writes them from *.in).
 CONSTRAINTS := tools/constraints/default.txt
 NEWEST := .venv-newest
 NEWEST_STAMP := $(NEWEST)/.tfdist-installed
@@ -17,7 +18,7 @@ SRC    := tfdist pipelines tests bench jobs tools/docs tools/run_tests.py tools/
 .PHONY: help install install-newest test test-fast test-newest test-range lint format clean
 .PHONY: slurm-up slurm-down
 .PHONY: horovod demo
-.PHONY: bench docs reference
+.PHONY: bench docs reference lock
 
 help:
 	@echo "make install    create .venv and install tfdist with its test extras"
@@ -29,6 +30,7 @@ help:
 	@echo "make test-range   TensorFlow 2.16, 2.17, 2.19, 2.20: kept by pip, 2 workers and 2 Horovod ranks train"
 	@echo "make docs       build the docs site into site/ (warnings are errors); open site/index.html"
 	@echo "make reference  rewrite docs/reference/cli.md and environment.md from the code"
+	@echo "make lock       rewrite both stacks' lock files (tools/constraints/*.txt) from *.in"
 	@echo "make format     reformat the sources in place (yapf)"
 	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
 	@echo "make bench      benchmarks: tfdist vs hand-written TF/Horovod vs the machine (bench/results/)"
@@ -119,7 +121,7 @@ test-range:
 # the end, the tables of docs/benchmarks.md rewritten. Needs Horovod and the `bench` extra
 # (matplotlib, scipy). BENCH_QUICK=1: the comparisons only, 3 short rounds (for iterating).
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[bench]'
 	touch $@
 
 bench: $(HOROVOD_STAMP) $(BENCH_STAMP)
@@ -133,6 +135,11 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
+
+# Both stacks' lock files from their *.in: every package pip installs today, pinned.
+lock:
+	PYTHON=$(PYTHON) bash tools/lock_stack.sh default
+	PYTHON=$(PYTHON) bash tools/lock_stack.sh newest
 
 # docs/reference/cli.md and environment.md, rewritten from the code (committed: they read on
 # GitHub too; `make docs` fails while they are out of date).

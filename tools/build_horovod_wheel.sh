@@ -52,7 +52,7 @@ TF_MINOR=$(echo "$TF_VERSION" | cut -d. -f1,2)
 if [[ $HOROVOD_VERSION == 0.28.1 && " $HOROVOD_TF_BUILT " != *" $TF_MINOR "* && ${TFDIST_HOROVOD_ANY_TF:-0} != 1 ]]; then
     log "Horovod $HOROVOD_VERSION is built and tested by tfdist against TensorFlow ${HOROVOD_TF_BUILT// /, };"
     log "this Python has TensorFlow $TF_VERSION ($PYTHON). Install one of those (\`make install\`:"
-    log "tools/constraints/default.txt), or use --strategy=multi_worker, which needs no Horovod."
+    log "tools/constraints/default.in), or use --strategy=multi_worker, which needs no Horovod."
     log "(TFDIST_HOROVOD_ANY_TF=1 tries the build anyway.)"
     exit 1
 fi
