@@ -68,11 +68,10 @@ def test_an_unknown_keras_is_refused_under_several_replicas_only(monkeypatch):
 def test_the_installed_keras_is_one_the_correction_knows():
     import keras
 
-    from tfdist.keras3.loss_scale import KNOWN_SOURCES
-    from tfdist.keras3.multi_worker import source_hash
+    from tfdist.keras3.known_sources import RUN, source_hash
 
     lso = keras.optimizers.LossScaleOptimizer
     assert lso.check_finite._tfdist_loss_scale  # applied on import
     originals = {"check_finite": lso.check_finite.__wrapped__, "_tf_apply": lso._tf_apply}
     for name, function in originals.items():
-        assert source_hash(function) in KNOWN_SOURCES[f"LossScaleOptimizer.{name}"], name
+        assert source_hash(function) in RUN[f"LossScaleOptimizer.{name}"], name

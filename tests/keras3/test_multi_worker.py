@@ -84,7 +84,7 @@ def test_the_installed_keras_is_one_the_corrections_know():
     """The stacks under test run Keras versions whose corrected code tfdist has measured."""
     import keras.src.backend.tensorflow.trainer as trainer
 
-    from tfdist.keras3.multi_worker import KNOWN_SOURCES, source_hash
+    from tfdist.keras3.known_sources import RUN, source_hash
 
     assert trainer.reduce_per_replica._tfdist_keras3_correction  # applied on import
     originals = {
@@ -93,4 +93,4 @@ def test_the_installed_keras_is_one_the_corrections_know():
         "reduce_per_replica": trainer.reduce_per_replica.__wrapped__,
     }
     for name, function in originals.items():
-        assert source_hash(function) in KNOWN_SOURCES[name], name
+        assert source_hash(function) in RUN[name], name

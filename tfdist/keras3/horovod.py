@@ -31,13 +31,14 @@ import tensorflow as tf
 
 from tfdist.errors import ConfigError
 from tfdist.keras3 import keras3_loaded
+from tfdist.keras3.known_sources import known, unknown
 
 log = logging.getLogger(__name__)
 
 _MARK = "_tfdist_horovod"
-# Keras versions whose LossScaleOptimizer.apply decides on the gradients it is given and hands
-# the same gradients (unscaled) to inner_optimizer.apply: read in 3.5-3.15, run on 3.15.1.
-LOSS_SCALE_KERAS = ((3, 5), (3, 15))
+# The corrected LossScaleOptimizer.apply decides on the gradients it is given and hands the same
+# gradients (unscaled) to inner_optimizer.apply: the code tfdist.keras3.known_sources knows.
+LOSS_SCALE_APPLY = "LossScaleOptimizer.apply"
 
 
 class HorovodKeras3Error(ConfigError):
@@ -180,14 +181,12 @@ def correct_loss_scale_optimizer() -> None:
     lso = keras.optimizers.LossScaleOptimizer
     if getattr(lso.apply, _MARK, False):
         return
-    version = tuple(int(p) for p in keras.__version__.split(".")[:2])
-    low, high = LOSS_SCALE_KERAS
-    if not low <= version <= high:
+    if not known(LOSS_SCALE_APPLY, lso.apply):
         raise HorovodKeras3Error(
-            f"Keras {keras.__version__}: tfdist's Horovod optimizer for Keras 3 knows Keras "
-            f"{low[0]}.{low[1]} to {high[0]}.{high[1]}, whose LossScaleOptimizer it makes decide "
-            "the same finite/non-finite step on every rank. Install a Keras in that range "
-            "(`pip install 'keras<3.16'`), or use tf-keras (`from tensorflow import keras`).")
+            unknown((LOSS_SCALE_APPLY, ), "keras.src.optimizers.loss_scale_optimizer",
+                    keras.__version__, "so that its mixed_float16 step is the same on every "
+                    "Horovod rank (the gradients all-reduced before the finite check)",
+                    "use tf-keras (`from tensorflow import keras`)").args[0])
     apply = lso.apply
 
     @functools.wraps(apply)

@@ -18,8 +18,8 @@ the smallest cost: `check_finite` all-reduces the count of replicas with non-fin
 scalar) and every replica skips when any has one. Under one replica (also Horovod, whose
 agreement tfdist.keras3.horovod makes) Keras's own check runs unchanged.
 
-Tied to the source of the two functions it relies on (KNOWN_SOURCES): a Keras whose code changed
-gets KerasCorrectionUnknown under several replicas, never a blind patch.
+Tied to the source of the two functions it relies on (tfdist.keras3.known_sources): a Keras whose
+code changed gets KerasCorrectionUnknown under several replicas, never a blind patch.
 """
 
 from __future__ import annotations
@@ -28,19 +28,12 @@ import functools
 import importlib.metadata
 import logging
 
-from tfdist.keras3.multi_worker import KerasCorrectionUnknown, source_hash
+from tfdist.keras3.known_sources import KerasCorrectionUnknown, known, unknown
 
 log = logging.getLogger("tfdist")
 
-# sha256 (first 16 hex digits) of inspect.getsource(function) -> the Keras versions measured.
-KNOWN_SOURCES = {
-    "LossScaleOptimizer.check_finite": {
-        "b0ce693a4ff0133b": "3.15.1"
-    },
-    "LossScaleOptimizer._tf_apply": {
-        "e702c4db1a0622e3": "3.15.1"
-    },
-}
+# The functions whose code the correction relies on (tfdist.keras3.known_sources.RUN).
+RELIES_ON = ("LossScaleOptimizer.check_finite", "LossScaleOptimizer._tf_apply")
 _MARK = "_tfdist_loss_scale"
 
 
@@ -50,26 +43,20 @@ def apply(module) -> None:
     if getattr(cls.check_finite, _MARK, False):
         return
     version = importlib.metadata.version("keras")
-    known = all(
-        source_hash(getattr(cls,
-                            name.split(".")[1])) in sources
-        for name, sources in KNOWN_SOURCES.items())
-    cls.check_finite = agreed_check_finite(cls.check_finite, known, version)
+    is_known = all(known(name, getattr(cls, name.split(".")[1], None)) for name in RELIES_ON)
+    cls.check_finite = agreed_check_finite(cls.check_finite, is_known, version)
 
 
 def _unknown(version: str) -> KerasCorrectionUnknown:
-    measured = sorted({v for sources in KNOWN_SOURCES.values() for v in sources.values()})
-    return KerasCorrectionUnknown(
-        f"Keras {version} changed `keras.src.optimizers.loss_scale_optimizer.LossScaleOptimizer`"
-        " (check_finite or _tf_apply), which tfdist corrects so that every replica of a "
-        "mixed_float16 model makes the same apply-or-skip decision (Keras decides on each "
-        "replica's own gradients: a hang or inf weights when one replica overflows). tfdist "
-        f"knows its code from Keras {', '.join(measured)} only. Fix: install a measured Keras "
-        f"(`pip install keras=={measured[-1]}`), or use --mixed_precision=mixed_bfloat16 (no "
-        "loss scaling), or tf.keras (tf-keras under tfdist: `from tensorflow import keras`).")
+    return unknown(
+        RELIES_ON, "keras.src.optimizers.loss_scale_optimizer", version,
+        "so that every replica of a mixed_float16 model makes the same apply-or-skip decision "
+        "(Keras decides on each replica's own gradients: a hang or inf weights when one replica "
+        "overflows)", "use --mixed_precision=mixed_bfloat16 (no loss scaling), or tf.keras "
+        "(tf-keras under tfdist: `from tensorflow import keras`)")
 
 
-def agreed_check_finite(original, known: bool, version: str):
+def agreed_check_finite(original, is_known: bool, version: str):
 
     @functools.wraps(original)
     def check_finite(self, grads):
@@ -79,7 +66,7 @@ def agreed_check_finite(original, known: bool, version: str):
         context = tf.distribute.get_replica_context()
         if context is None or context.num_replicas_in_sync == 1:
             return finite
-        if not known:
+        if not is_known:
             raise _unknown(version)
         overflowed = context.all_reduce("SUM", tf.cast(tf.logical_not(finite), tf.float32))
         return tf.equal(overflowed, 0.0)

@@ -16,57 +16,30 @@ and 2.21.0):
    under one-worker MirroredStrategy and as tf-keras does under every strategy.
 
 Both apply only in multi-worker mode; elsewhere Keras's own code runs. Each is tied to the source
-of the function it corrects (KNOWN_SOURCES, the Keras versions measured): a Keras whose function
-changed is not patched blindly. In multi-worker mode it gets KerasCorrectionUnknown, naming the
-function, the version and the fix; elsewhere Keras's own code runs unchanged.
+of the function it corrects (tfdist.keras3.known_sources): a Keras whose function changed is not
+patched blindly. In multi-worker mode it gets KerasCorrectionUnknown, naming the function, the
+version and the fix; elsewhere Keras's own code runs unchanged.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
-import inspect
 import logging
 
-from tfdist.errors import TfdistError
+from tfdist.keras3.known_sources import KerasCorrectionUnknown, known, unknown  # noqa: F401
 
 log = logging.getLogger("tfdist")
-
-# sha256 (first 16 hex digits) of inspect.getsource(function) -> the Keras versions measured.
-KNOWN_SOURCES = {
-    "TensorFlowTrainer._maybe_symbolic_build": {
-        "92a504f5eba9b29f": "3.15.1"
-    },
-    "reduce_per_replica": {
-        "2e7d54b1e6edc29a": "3.15.1"
-    },
-}
 _MARK = "_tfdist_keras3_correction"
-
-
-class KerasCorrectionUnknown(TfdistError, RuntimeError):
-    """This Keras 3 changed code that tfdist corrects: tfdist does not patch it blindly."""
-
-
-def source_hash(function) -> str:
-    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:16]
-
-
-def _known(name: str, function) -> bool:
-    return source_hash(function) in KNOWN_SOURCES[name]
+MODULE = "keras.src.backend.tensorflow.trainer"
 
 
 def _unknown(name: str, version: str) -> KerasCorrectionUnknown:
-    measured = ", ".join(sorted(set(KNOWN_SOURCES[name].values())))
-    return KerasCorrectionUnknown(
-        f"Keras {version} changed `keras.src.backend.tensorflow.trainer.{name}`, which tfdist "
-        "corrects so that Keras 3 trains under MultiWorkerMirroredStrategy (it fails there "
-        f"otherwise, keras-team/keras#20585); tfdist knows its code from Keras {measured} only "
-        "and does not patch a version it has not measured. Fix: install a measured Keras "
-        f"(`pip install keras=={measured.split(', ')[-1]}`), or build the model with tf.keras "
-        "(tf-keras under tfdist: `from tensorflow import keras`), or train on one node "
-        "(--strategy=mirrored).")
+    return unknown((name, ), MODULE, version,
+                   "so that Keras 3 trains under MultiWorkerMirroredStrategy (it fails there "
+                   "otherwise, keras-team/keras#20585)",
+                   "build the model with tf.keras (tf-keras under tfdist: `from tensorflow "
+                   "import keras`), or train on one node (--strategy=mirrored)")
 
 
 def apply(trainer) -> None:
@@ -78,24 +51,32 @@ def apply(trainer) -> None:
     version = importlib.metadata.version("keras")
     multi_worker = trainer._collective_all_reduce_multi_worker
     cls = trainer.TensorFlowTrainer
-    symbolic_build = symbolic_build_from_local_spec(cls._maybe_symbolic_build, multi_worker,
-                                                    version)
-    reduce = reduce_metrics_leaf_by_leaf(trainer.reduce_per_replica, multi_worker, version)
-    cls._maybe_symbolic_build = symbolic_build
+    # Keras < 3.5 has no symbolic build: nothing to correct there, and nothing tfdist ran.
+    build = getattr(cls, "_maybe_symbolic_build", None)
+    reduce = reduce_metrics_leaf_by_leaf(trainer.reduce_per_replica,
+                                         multi_worker,
+                                         version,
+                                         also_known=build is not None and _known_build(build))
+    if build is not None:
+        cls._maybe_symbolic_build = symbolic_build_from_local_spec(build, multi_worker, version)
     trainer.reduce_per_replica = reduce  # looked up at trace time by the train/test functions
     log.debug("tfdist: Keras %s's TensorFlow trainer corrected for multi-worker mode", version)
 
 
+def _known_build(function) -> bool:
+    return known("TensorFlowTrainer._maybe_symbolic_build", function)
+
+
 def symbolic_build_from_local_spec(original, multi_worker, version: str):
     name = "TensorFlowTrainer._maybe_symbolic_build"
-    known = _known(name, original)
+    is_known = _known_build(original)
 
     @functools.wraps(original)
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         strategy = self._distribute_strategy
         if iterator is None or strategy is None or not multi_worker(strategy):
             return original(self, iterator=iterator, data_batch=data_batch)
-        if not known:
+        if not is_known:
             raise _unknown(name, version)
         from keras.src import tree
 
@@ -111,16 +92,20 @@ def symbolic_build_from_local_spec(original, multi_worker, version: str):
     return _maybe_symbolic_build
 
 
-def reduce_metrics_leaf_by_leaf(original, multi_worker, version: str):
+def reduce_metrics_leaf_by_leaf(original, multi_worker, version: str, also_known: bool = True):
+    """`also_known`: whether the trainer's other correction knows its code (a Keras without it,
+    < 3.5, or with code tfdist did not run, is refused here too: the metrics are reduced first)."""
     name = "reduce_per_replica"
-    known = _known(name, original)
+    is_known = known(name, original)
 
     @functools.wraps(original)
     def reduce_per_replica(values, strategy, reduction):
         if reduction not in ("auto", "mean") or not multi_worker(strategy):
             return original(values, strategy, reduction)
-        if not known:
+        if not is_known:
             raise _unknown(name, version)
+        if not also_known:
+            raise _unknown("TensorFlowTrainer._maybe_symbolic_build", version)
         from keras.src import tree
 
         return tree.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), values)

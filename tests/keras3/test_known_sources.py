@@ -1,0 +1,66 @@
+"""One rule for the Keras code tfdist's corrections know (tfdist.keras3.known_sources): the source
+of each corrected function, read from a release's wheel by tools/keras3_sources.py the same way
+as from the installed Keras; a Keras without a function a correction needs is refused where the
+correction would act, and imports as before everywhere else."""
+
+import importlib.util
+import subprocess
+import sys
+import types
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+from tfdist.keras3.known_sources import RUN, releases_run
+
+
+def test_every_entry_is_a_hash_and_the_releases_it_was_run_on():
+    for name, sources in RUN.items():
+        for digest, releases in sources.items():
+            assert len(digest) == 16 and int(digest, 16) >= 0, (name, digest)
+            assert releases and all(r.count(".") == 2 for r in releases), (name, releases)
+    assert releases_run(*RUN)[-1] == "3.15.1"
+
+
+def test_the_wheel_reader_hashes_as_inspect_does(tmp_path):
+    """A wheel made of the installed Keras's files (3.15.1 on both stacks, whose hashes RUN has
+    from inspect.getsource): the tool finds every corrected function and marks each as run."""
+    keras_dir = Path(importlib.util.find_spec("keras").submodule_search_locations[0])
+    with zipfile.ZipFile(tmp_path / "keras-3.15.1-py3-none-any.whl", "w") as wheel:
+        for module in ("src/backend/tensorflow/trainer.py",
+                       "src/optimizers/loss_scale_optimizer.py"):
+            wheel.write(keras_dir / module, f"keras/{module}")
+    out = subprocess.run([
+        sys.executable,
+        str(REPO / "tools" / "keras3_sources.py"), "--wheels",
+        str(tmp_path), "3.15.1"
+    ],
+                         capture_output=True,
+                         text=True,
+                         check=True).stdout.splitlines()
+    row = out[2].split(" | ")
+    assert row[0] == "| 3.15.1" and row[-1] == "yes |", out
+    assert all(cell.endswith(" (run)") for cell in row[1:-1]), out
+
+
+@pytest.mark.parametrize("multi_worker", [False, True])
+def test_a_keras_without_the_symbolic_build_is_refused_in_multi_worker_mode_only(multi_worker):
+    """Keras < 3.5 has no `_maybe_symbolic_build`: its import is not broken, and multi-worker
+    training stops with the fix instead of running code tfdist never ran."""
+    import keras.src.backend.tensorflow.trainer as trainer
+
+    from tfdist.keras3 import multi_worker as correction
+
+    module = types.SimpleNamespace(
+        TensorFlowTrainer=type("TensorFlowTrainer", (), {}),
+        reduce_per_replica=trainer.reduce_per_replica.__wrapped__,  # a source RUN knows
+        _collective_all_reduce_multi_worker=lambda strategy: multi_worker)
+    correction.apply(module)  # no AttributeError
+    assert not hasattr(module.TensorFlowTrainer, "_maybe_symbolic_build")
+    if multi_worker:
+        with pytest.raises(correction.KerasCorrectionUnknown, match="_maybe_symbolic_build"):
+            module.reduce_per_replica({"loss": 1.0}, object(), "auto")
+    else:
+        assert module.reduce_per_replica({"loss": 1.0}, None, "auto") == {"loss": 1.0}

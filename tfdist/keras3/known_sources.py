@@ -1,0 +1,73 @@
+"""Which Keras 3 code tfdist's corrections know: one rule and one table for all of them.
+
+A correction replaces or wraps a Keras function. It is applied to a Keras release only where
+that function's source is code tfdist ran the correction on: the sha256 of
+`inspect.getsource(function)` (first 16 hex digits) is in RUN. A release whose function changed
+is never patched blindly: the correction raises KerasCorrectionUnknown where it would act (several
+replicas, multi-worker mode), and Keras's own code runs everywhere else.
+
+RUN records the releases each source was run on (the tests of tests/keras3/ and tests/horovod/
+on those releases). `python tools/keras3_sources.py` reads every Keras 3 release's wheel from
+PyPI and prints each corrected function's hash. It marks the hashes RUN knows, so a new release
+shows at once which corrections it needs run. Releases that share a source share its entry:
+e.g. `reduce_per_replica` has one source from Keras 3.3 to 3.15.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+
+from tfdist.errors import TfdistError
+
+# Each corrected function -> {its source's hash: the Keras releases tfdist ran the correction on}.
+RUN = {
+    # keras.src.backend.tensorflow.trainer
+    "TensorFlowTrainer._maybe_symbolic_build": {
+        "92a504f5eba9b29f": ("3.15.1", ),  # the source of 3.11 to 3.15
+    },
+    "reduce_per_replica": {
+        "2e7d54b1e6edc29a": ("3.15.1", ),  # 3.3 to 3.15
+    },
+    # keras.src.optimizers.loss_scale_optimizer
+    "LossScaleOptimizer.check_finite": {
+        "b0ce693a4ff0133b": ("3.15.1", ),  # 3.0 to 3.15
+    },
+    "LossScaleOptimizer._tf_apply": {
+        "e702c4db1a0622e3": ("3.15.1", ),  # 3.0 to 3.15
+    },
+    "LossScaleOptimizer.apply": {
+        "1cc61fb4c21edb7a": ("3.15.1", ),  # 3.0 to 3.15 (tfdist.keras3.horovod's correction)
+    },
+}
+
+
+class KerasCorrectionUnknown(TfdistError, RuntimeError):
+    """This Keras 3 changed code that tfdist corrects: tfdist does not patch it blindly."""
+
+
+def source_hash(function) -> str:
+    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()[:16]
+
+
+def known(name: str, function) -> bool:
+    """True when `function` (None: this Keras has no such function) is code RUN knows as `name`."""
+    return function is not None and source_hash(function) in RUN[name]
+
+
+def releases_run(*names: str) -> list[str]:
+    """The Keras releases the corrections of `names` were run on, oldest first."""
+    found = {v for name in names for versions in RUN[name].values() for v in versions}
+    return sorted(found, key=lambda v: tuple(int(p) for p in v.split(".")))
+
+
+def unknown(names: tuple[str, ...], module: str, version: str, why: str,
+            other_fixes: str) -> KerasCorrectionUnknown:
+    """The error of a correction whose Keras code (`module`'s `names`) is not code RUN knows."""
+    runs = releases_run(*names)
+    which = " or ".join(f"`{module}.{name}`" for name in names)
+    return KerasCorrectionUnknown(
+        f"Keras {version} changed {which}, which tfdist corrects {why}; tfdist ran that "
+        f"correction on the code of Keras {', '.join(runs)} only and does not patch code it has "
+        f"not run. Fix: install such a Keras (`pip install keras=={runs[-1]}`), or "
+        f"{other_fixes}.")
