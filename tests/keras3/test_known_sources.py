@@ -64,3 +64,24 @@ def test_a_keras_without_the_symbolic_build_is_refused_in_multi_worker_mode_only
             module.reduce_per_replica({"loss": 1.0}, object(), "auto")
     else:
         assert module.reduce_per_replica({"loss": 1.0}, None, "auto") == {"loss": 1.0}
+
+
+def test_a_keras_that_takes_no_distributed_dataset_says_so(monkeypatch):
+    """Keras < 3.9 takes no distributed dataset (what rt.dataset returns under a strategy): its
+    "Unrecognized data type" becomes an error that names the fix. Keras's own is_tf_dataset
+    decides: here made to answer as Keras 3.8's does."""
+    import keras
+    import tensorflow as tf
+    from keras.src.trainers import data_adapters
+
+    from tfdist.keras3.distributed_input import DistributedInputUnsupported
+
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    dataset = strategy.distribute_datasets_from_function(
+        lambda context: tf.data.Dataset.from_tensors(([[1.0]], [[1.0]])))
+    model = keras.Sequential([keras.Input((1, )), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    assert keras.Model.fit._tfdist_distributed_input  # applied on import
+    monkeypatch.setattr(data_adapters, "is_tf_dataset", lambda x: False)
+    with pytest.raises(DistributedInputUnsupported, match=r"takes no distributed dataset.*3\.9"):
+        model.fit(dataset, epochs=1, verbose=0)

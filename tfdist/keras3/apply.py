@@ -16,10 +16,11 @@ LOSS_SCALE = "keras.src.optimizers.loss_scale_optimizer"  # mixed_float16's Loss
 
 
 def _correct_trainer(trainer) -> None:
-    from tfdist.keras3 import multi_worker, parameter_server
+    from tfdist.keras3 import distributed_input, multi_worker, parameter_server
 
     multi_worker.apply(trainer)
     parameter_server.apply(trainer)
+    distributed_input.apply(trainer)
 
 
 def _correct_loss_scale(module) -> None:
