@@ -10,6 +10,7 @@ from tfdist.cluster import gpus
 from tfdist.cluster.base import Cluster, ClusterEnv
 from tfdist.cluster.errors import ClusterError
 from tfdist.cluster.local import LocalLaunchEnv, single_process
+from tfdist.cluster.other_launchers import other_launcher
 from tfdist.cluster.ports import check_port_free
 from tfdist.cluster.roles import STRATEGIES, Roles, build_roles
 from tfdist.cluster.slurm import SlurmEnv
@@ -21,12 +22,13 @@ ENVIRONMENTS: tuple[type[ClusterEnv], ...] = (LocalLaunchEnv, TFConfigEnv, Slurm
 
 
 def detect(environ: Optional[Mapping[str, str]] = None) -> Cluster:
-    """This task's Cluster from the first environment present, else a single local process."""
+    """This task's Cluster from the first environment present, else a single local process (which
+    names the launcher that started it as one of several, when one tfdist does not read did)."""
     environ = os.environ if environ is None else environ
     for env in ENVIRONMENTS:
         if env.is_present(environ):
             return env.read(environ)
-    return single_process()
+    return single_process(other_launcher(environ))
 
 
 __all__ = [

@@ -21,6 +21,9 @@ class Cluster:
     tf_config: Optional[dict[str, Any]] = None  # a TF_CONFIG the user gave, passed through
     port_base: Optional[int] = None  # a base port chosen by the launcher
     strategy: Optional[str] = None  # the strategy a launcher chose, used when asked for "auto"
+    # A launcher tfdist does not read that started this process as one of several (its variables,
+    # tfdist.cluster.other_launchers); set only on a single local process.
+    other_launcher: Optional[str] = None
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -57,7 +60,9 @@ class Cluster:
             "node_rank": self.node_rank,
             "nodes": list(self.nodes),
             "job_id": self.job_id,
-        }
+        } | ({
+            "other_launcher": self.other_launcher
+        } if self.other_launcher else {})
 
 
 class ClusterEnv:

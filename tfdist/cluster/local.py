@@ -48,6 +48,6 @@ class LocalLaunchEnv(ClusterEnv):
                        strategy=environ.get(STRATEGY) or None)
 
 
-def single_process() -> Cluster:
-    """Nothing detected: one process, rank 0 of 1."""
-    return Cluster("local", 0, 1, (HOST, ))
+def single_process(other_launcher: Optional[str] = None) -> Cluster:
+    """Nothing detected: one process, rank 0 of 1 (`other_launcher`: see Cluster)."""
+    return Cluster("local", 0, 1, (HOST, ), other_launcher=other_launcher)
