@@ -93,12 +93,13 @@ def test_digits_reaches_095(strategy, n, extra, replicas, tmp_path, parameter_se
 
 # tfdist's defaults against seeds: the parameter-server path itself is test_digits_reaches_095's.
 @pytest.mark.default_stack
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("seed", [1, 2, 3])
 def test_parameter_server_defaults_learn_on_every_seed(seed, parameter_server_run):
-    """No flags but the seed: the asynchronous strategy's defaults reach 0.97 on five seeds (its
-    old defaults, SGD with momentum for 10 epochs, reached 0.964 once). What is checked is where
-    20 epochs end, so each seed trains them all; seed PS_SEED's run is test_digits_reaches_095's
-    (digits is the default pipeline)."""
+    """No flags but the seed: the asynchronous strategy's defaults reach 0.97 on three seeds (its
+    old defaults, SGD with momentum for 10 epochs, reached 0.964 once; seeds 1-5 all passed here
+    and on an AVX2-only CPU, 2026-11-25, so 4 and 5 are no longer run: 50 CPU-s). What is checked
+    is where 20 epochs end, so each seed trains them all; seed PS_SEED's run is
+    test_digits_reaches_095's (digits is the default pipeline)."""
     r, model_dir = parameter_server_run(seed)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     metrics = json.loads((model_dir / "metrics.json").read_text())
