@@ -8,6 +8,15 @@ import pytest
 
 from tests.helpers import JOB_TAG
 
+# The suite's own Keras is tf-keras: TensorFlow's switch, set here before any test module imports
+# TensorFlow and inherited by every process a test starts (the Slurm jobs too), as a user who
+# exported it has it. `tfdist train` without --keras and `tf.keras` in the tests' own scripts then
+# train tf-keras; Keras 3 is asked for where a test means it (--keras=3, `import keras`).
+# TensorFlow's default, the switch unset (tf.keras is Keras 3), is what a user's login shell has:
+# the field scripts run there (tests/field/helpers.py user_environ), and tests/test_keras_choice.py
+# checks that tfdist keeps either.
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+
 pytest_plugins = ["tests.cpu_time"]  # each test's CPU seconds in the JUnit XML
 
 

@@ -199,8 +199,8 @@ def reached(accuracy: float, share: float, n: int = DIGITS_TEST) -> bool:
 
 
 def saved_model(model_dir, keras):
-    """MODEL_DIR/model.keras loaded in this process by the Keras that saved it (2: tf.keras, which
-    is tf-keras under tfdist; 3: Keras 3), as a user would load it."""
+    """MODEL_DIR/model.keras loaded in this process by the Keras that saved it (2: tf-keras, 3:
+    Keras 3), as a user would load it."""
     import tfdist  # noqa: F401  (before TensorFlow, as in a user's script)
     from tfdist.keras3 import keras_module
 

@@ -1,10 +1,12 @@
 """tfdist: distributed TensorFlow/Keras training on Slurm clusters.
 
-Import tfdist before TensorFlow: it selects tf-keras (Keras 2), the only Keras on which every
-strategy of tfdist runs under `model.fit` and Horovod works (docs/compatibility.md), binds
-Horovod's Keras API to it whether Horovod is imported before or after, corrects Keras 3
-(`import keras`) where its TensorFlow trainer fails under a strategy (tfdist.keras3), and quiets
-TensorFlow's start-up logging (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
+`import tfdist` may stand anywhere in a script, before or after `import tensorflow`, `import
+keras` or `import horovod.tensorflow.keras`. It keeps the Keras the script uses: `tf.keras` is
+what TensorFlow makes it (Keras 3 on TensorFlow >= 2.16, tf-keras where the user exported
+TF_USE_LEGACY_KERAS=1). It corrects Keras 3 where its TensorFlow trainer fails under a strategy
+(tfdist.keras3), binds Horovod's Keras API to tf.keras's Keras whichever was imported first
+(tfdist.distribute.horovod_keras), and quiets TensorFlow's start-up logging when it comes before
+TensorFlow (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
 """
 
 from tfdist import logs as _logs
@@ -13,7 +15,7 @@ from tfdist.distribute import horovod_keras as _horovod_keras
 from tfdist.errors import TfdistError  # noqa: F401  (the one error type to catch)
 from tfdist.keras3 import apply as _keras3
 
-# Before TensorFlow loads: TensorFlow reads these when `tf.keras` is first touched.
+# Read when TensorFlow loads (if it has not yet): its C++ log level.
 _tf_environ.apply()
 _horovod_keras.install()
 _keras3.install()  # Keras 3's corrections (tfdist.keras3), whenever Keras is imported

@@ -1,7 +1,7 @@
 """`tfdist.init()`: cluster detected, roles built, engine made — one object for the training code.
 
-    import tfdist                      # first: it selects tf-keras
     import tensorflow as tf
+    import tfdist                      # anywhere: tf.keras stays the Keras TensorFlow makes it
     rt = tfdist.init(strategy="multi_worker")
     start = rt.resume("runs/exp1")     # where a preempted run stopped (nothing: epoch 0)
     with rt.scope():
@@ -23,7 +23,7 @@ from tfdist.cluster import Cluster, Roles, build_roles, detect
 from tfdist.cluster.gpus import GpuPlan
 from tfdist.distribute import Engine, make_engine
 from tfdist.errors import ConfigError
-from tfdist.keras_check import guard_keras3_fit, require_legacy_keras
+from tfdist.keras_check import guard_keras3_fit
 from tfdist.logs import quiet_other_tasks
 
 log = logging.getLogger("tfdist")
@@ -214,7 +214,6 @@ def init(strategy: str = "auto",
     from tfdist.distribute.devices import pin_gpus
     from tfdist.distribute.horovod_setup import launcher_local_rank
 
-    require_legacy_keras()
     cluster = detect()
     quiet_other_tasks(cluster.rank)
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)

@@ -66,21 +66,27 @@ def test_shell_format_can_be_evaluated():
     assert json.loads(out)["task"] == {"type": "worker", "index": 1}
 
 
-def test_exports_carry_the_keras_switch():
-    """A script run after `eval` gets tf-keras as under `tfdist launch`, whatever the batch script
-    had: TensorFlow's own switch is forced, the log level only defaulted."""
-    r = run_env(dict(step(1, "node1"), TF_USE_LEGACY_KERAS="0", TF_CPP_MIN_LOG_LEVEL="3"),
-                "--strategy=multi_worker", "--format=shell", "--port=24000", "--nocheck_port")
+@pytest.mark.parametrize("switch", ["0", "1", None])
+def test_exports_keep_the_users_keras_switch(switch):
+    """A script run after `eval` keeps the Keras its batch script chose: TensorFlow's switch
+    (TF_USE_LEGACY_KERAS) is not exported, set or unset; the C++ log level only defaulted."""
+    given = dict(step(1, "node1"), TF_CPP_MIN_LOG_LEVEL="3")
+    if switch is not None:
+        given["TF_USE_LEGACY_KERAS"] = switch
+    r = run_env(given, "--strategy=multi_worker", "--format=shell", "--port=24000",
+                "--nocheck_port")
     assert r.returncode == 0, r.stderr
+    assert "TF_USE_LEGACY_KERAS" not in r.stdout
     env = {k: v for k, v in os.environ.items() if not k.startswith("TF_")}
+    env.update({"TF_USE_LEGACY_KERAS": switch} if switch is not None else {})
     out = subprocess.run(
-        ["bash", "-c", r.stdout + '\necho "$TF_USE_LEGACY_KERAS $TF_CPP_MIN_LOG_LEVEL"'],
+        ["bash", "-c", r.stdout + '\necho "${TF_USE_LEGACY_KERAS-unset} $TF_CPP_MIN_LOG_LEVEL"'],
         env=env,
         capture_output=True,
         text=True).stdout
-    assert out.strip().splitlines()[-1] == "1 3"
+    assert out.strip().splitlines()[-1] == f"{switch or 'unset'} 3"
     r = run_env(step(1, "node1"), "--strategy=multi_worker", "--port=24000", "--nocheck_port")
-    assert json.loads(r.stdout)["tf_environ"]["TF_USE_LEGACY_KERAS"] == "1"
+    assert "TF_USE_LEGACY_KERAS" not in json.loads(r.stdout)["tf_environ"]
 
 
 def test_single_process_without_any_environment():

@@ -14,11 +14,15 @@ from tests.helpers import clean_environ
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 MIN_ACCURACY = 0.95
+# What a user of a tf-keras script (tf.keras as Keras 2 APIs: `experimental_run_tf_function`,
+# DatasetCreator, Horovod's variable broadcasts) exports on TensorFlow >= 2.16, tfdist or not:
+# TensorFlow's own switch. The Keras 3 scripts run without it, as TensorFlow's default.
+TF_KERAS = {"TF_USE_LEGACY_KERAS": "1"}
 
 
 def user_environ(**extra) -> dict:
-    """A user's login shell: the venv's bin on PATH and none of the switches tfdist sets itself
-    (the pytest process imported tfdist, which set them in os.environ)."""
+    """A user's login shell: the venv's bin on PATH, TensorFlow's Keras switch unset unless
+    `extra` sets it (tests/conftest.py sets it for the suite), no TensorFlow log level."""
     env = clean_environ(**extra)
     for name in ("TF_USE_LEGACY_KERAS", "TF_CPP_MIN_LOG_LEVEL"):
         if name not in extra:

@@ -17,7 +17,7 @@ from tests.slurm.test_jobs import N1, N2, run, training_tasks
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-# TensorFlow's tutorial reads TF_CONFIG itself: tfdist env writes it (and the Keras switch).
+# TensorFlow's tutorial reads TF_CONFIG itself: tfdist env writes it.
 TUTORIAL = ("bash", "-c", "cd {here}/mwms_tutorial && eval \"$(tfdist env --strategy=multi_worker "
             "--format=shell)\" && exec python main.py {out}")
 TUTORIAL_KERAS3 = tuple(word.replace("mwms_tutorial", "mwms_tutorial_keras3") for word in TUTORIAL)
@@ -74,9 +74,11 @@ OWN_SBATCH = """#!/bin/bash
 #SBATCH --ntasks-per-node={per_node}
 #SBATCH --cpus-per-task={cpus}
 unset TF_USE_LEGACY_KERAS TF_CPP_MIN_LOG_LEVEL TF_CONFIG
-source {bin}/activate
+{keras}source {bin}/activate
 srun {command}
 """
+# The scripts written for tf-keras: their users export TensorFlow's switch (TF_KERAS).
+TF_KERAS_SCRIPTS = ("horovod_keras", "tf_multi_worker_tutorial", "tf_parameter_server_tutorial")
 
 
 @pytest.mark.parametrize("name,route", CASES)
@@ -86,10 +88,12 @@ def test_field_script_as_a_batch_job(slurm, jobdir, name, route):
     if route == "jobs":
         job = run(slurm, jobdir, f"{strategy}.sbatch", f"runs/{name}", "--", *command)
     else:
-        script = OWN_SBATCH.format(per_node=per_node,
-                                   cpus=2 // per_node,
-                                   bin=BIN,
-                                   command=shlex.join(command))
+        script = OWN_SBATCH.format(
+            per_node=per_node,
+            cpus=2 // per_node,
+            keras="export TF_USE_LEGACY_KERAS=1\n" if name in TF_KERAS_SCRIPTS else "",
+            bin=BIN,
+            command=shlex.join(command))
         job = slurm.sbatch(script, workdir=jobdir, timeout=600)
     assert job.state == "COMPLETED", job.describe()
     (res, ) = job.json_files("result.json")

@@ -52,13 +52,14 @@ BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 
 def make_plan() -> dict:
     import tensorflow as tf
+    import tf_keras
 
     from tfdist.runtime import scale_lr
     from tfdist.train import memory
     from tfdist.train.models import build_model, compile_classifier
     from tfdist.train.schedules import make_optimizer
 
-    tf.keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
+    tf_keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
     if _INPUT_SHAPE.value and _NUM_CLASSES.value:
         shape, classes = tuple(int(d) for d in _INPUT_SHAPE.value), _NUM_CLASSES.value
     else:
@@ -72,7 +73,7 @@ def make_plan() -> dict:
     model = build_model(FLAGS.model, shape, classes)
     optimizer = make_optimizer(_optimizer(), _lr())
     if FLAGS.mixed_precision == "mixed_float16":  # what compile does: dynamic loss scaling
-        optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
+        optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
     mem = memory.model_memory(model, optimizer)
     batch = FLAGS.batch_size
     device_bytes = memory.parse_bytes(_GPU_MEMORY.value) if _GPU_MEMORY.value else None
@@ -203,7 +204,7 @@ def main(argv: list[str]) -> None:
         sys.exit(2)
     if _MEASURE.value:
         os.environ.setdefault(BFC_ENV, "true")
-    import tfdist  # noqa: F401  (selects tf-keras before TensorFlow loads)
+    import tfdist  # noqa: F401  (quiets TensorFlow's start-up logs before it loads)
 
     plan = make_plan()
     print(json.dumps(plan, indent=2) if _FORMAT.value == "json" else text(plan), flush=True)

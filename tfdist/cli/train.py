@@ -18,8 +18,10 @@ from absl import flags
 from tfdist import logs
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
+from tfdist.tf_environ import LEGACY_KERAS, legacy_keras
 from tfdist.train.config import DEFAULTS as D
-from tfdist.train.config import KERASES, MIXED_PRECISION, OPTIMIZERS, SCHEDULES, TrainConfig
+from tfdist.train.config import (KERASES, MIXED_PRECISION, OPTIMIZERS, SCHEDULES, TrainConfig,
+                                 default_keras)
 
 FLAGS = flags.FLAGS
 
@@ -28,12 +30,13 @@ flags.DEFINE_string(
     "model", D.model, "Model: cnn (digits CNN), mlp, resnet_small, resnet50 "
     "(Keras applications, random weights).")
 flags.DEFINE_enum(
-    "keras", str(D.keras), [str(k) for k in KERASES],
-    "The Keras that builds the model and optimizer: 2 is tf-keras (`tf.keras` under tfdist), "
-    "3 is Keras 3 (`import keras`). Both train under every --strategy.")
+    "keras", None, [str(k) for k in KERASES],
+    "The Keras that builds the model and optimizer: 2 is tf-keras, 3 is Keras 3. Default: the "
+    "one tf.keras is, as TensorFlow decides: 3, or 2 where TF_USE_LEGACY_KERAS=1 is exported "
+    "(--keras=2 sets it for this run). Both train under every --strategy.")
 flags.register_multi_flags_validator(
     ["keras", "backward_passes_per_step"],
-    lambda v: v["keras"] != "3" or v["backward_passes_per_step"] == 1,
+    lambda v: (v["keras"] or str(default_keras())) != "3" or v["backward_passes_per_step"] == 1,
     message="--backward_passes_per_step > 1 with --keras=3: Horovod accumulates gradients in "
     "Keras 2 optimizer hooks that Keras 3 does not call. Use --keras=2, or in your own script "
     "Keras 3's own accumulation (optimizer(..., gradient_accumulation_steps=N)).")
@@ -141,7 +144,7 @@ def config_from_flags() -> TrainConfig:
 
     f = FLAGS
     return TrainConfig(model=f.model,
-                       keras=int(f.keras),
+                       keras=int(f.keras) if f.keras else None,
                        pipeline=f.pipeline,
                        strategy=f.strategy,
                        num_ps=f.num_ps,
@@ -181,9 +184,14 @@ def main(argv: list[str]) -> None:
               file=sys.stderr)
         sys.exit(2)
     logs.filter_stderr()  # before TensorFlow loads
+    config = config_from_flags()
+    if config.keras == 2 and not legacy_keras():
+        # --keras=2 asked for tf-keras: tf.keras is tf-keras in this run (Horovod's Keras API
+        # binds it), as TensorFlow makes it under the switch a tf-keras user exports.
+        os.environ[LEGACY_KERAS] = "1"
     from tfdist.train.fit import train
 
-    metrics = train(config_from_flags())
+    metrics = train(config)
     if metrics is not None and metrics.get("role") == "evaluator":
         evaluations = metrics["evaluations"]
         last = evaluations[-1] if evaluations else None

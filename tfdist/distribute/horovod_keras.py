@@ -1,26 +1,29 @@
-"""Horovod's Keras API bound to tf-keras, whatever the order of the user's imports.
+"""Horovod's Keras API bound to the Keras that `tf.keras` is, whatever the order of the imports.
 
 `horovod.tensorflow.keras` takes `keras.callbacks.Callback` from `tf.keras` but its backend `K`
-from `import keras`, which is Keras 3 beside TensorFlow >= 2.16: its callbacks then fail in the
-first epoch (`module 'keras.backend' has no attribute 'constant'`, upstream horovod#4290), and
-`horovod.keras` binds Keras 3 throughout. Under tfdist `tf.keras` is tf-keras, so Horovod must bind
-tf-keras too. Two ways in, one mechanism (the module is executed with `keras` resolving to
-`tf_keras`, and only for that execution):
+from `import keras`. Beside TensorFlow >= 2.16 `import keras` is Keras 3 whatever tf.keras is, so:
 
-- `import tfdist` installs an import hook (tfdist.import_hooks): Horovod Keras modules imported
-  afterwards bind tf-keras.
-- Modules Horovod imported before tfdist are re-executed in place (`importlib.reload`), so the
-  user's `hvd` module object gets tf-keras callbacks too.
+- Where the user chose tf-keras (TF_USE_LEGACY_KERAS=1), Horovod is bound to tf-keras throughout:
+  the module is executed with `keras` resolving to `tf_keras`, and only for that execution. Its
+  callbacks would otherwise fail in the first epoch (`module 'keras.backend' has no attribute
+  'constant'`, upstream horovod#4290). Modules Horovod imported before tfdist are re-executed in
+  place (`importlib.reload`), so the user's `hvd` module object gets tf-keras callbacks too.
+- Where tf.keras is Keras 3 (TensorFlow's default), Horovod's modules are Keras 3's as Horovod
+  binds them, and what of them touches Keras 2 only APIs goes to tfdist.keras3.horovod.
+
+Either way `import tfdist` installs an import hook (tfdist.import_hooks) for Horovod Keras modules
+imported afterwards, and corrects those imported before.
+
+The same API takes Keras 3 objects under either binding: `DistributedOptimizer` of a Keras 3
+optimizer, and the callbacks when their model is a Keras 3 model, go to tfdist.keras3.horovod
+(Horovod's own code calls Keras 2 optimizer hooks, `var.ref()` and backend functions that Keras 3
+lacks).
 
 Horovod 0.28.1's `LearningRateScheduleCallback` (and so `LearningRateWarmupCallback`) also applies
-"momentum correction" by `K.set_value(optimizer.momentum, ...)`; tf-keras's optimizers keep
-`momentum` as a Python float, which TensorFlow bakes into the traced step, so the correction can
-have no effect and the call fails (`'float' object has no attribute 'dtype'`). The callback then
-skips it with a warning; the learning rate itself is scheduled as Horovod intends.
-
-The same API also takes Keras 3 objects (`import keras`): `DistributedOptimizer` of a Keras 3
-optimizer, and the callbacks when their model is a Keras 3 model, go to tfdist.keras3.horovod
-(Horovod's own code calls Keras 2 optimizer hooks and `var.ref()`, which Keras 3 lacks).
+"momentum correction" by `K.set_value(optimizer.momentum, ...)`; tf-keras's and Keras 3's
+optimizers keep `momentum` as a Python float, which TensorFlow bakes into the traced step, so the
+correction can have no effect and the call fails (`'float' object has no attribute 'dtype'`). The
+callback then skips it with a warning; the learning rate itself is scheduled as Horovod intends.
 
 Nothing here imports TensorFlow or Horovod at import time: `import tfdist` stays cheap.
 """
@@ -31,11 +34,11 @@ import contextlib
 import functools
 import importlib
 import logging
-import os
 import sys
 from typing import Iterator
 
 from tfdist import import_hooks
+from tfdist.tf_environ import legacy_keras
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ _depth = [0]  # nesting of _keras_is_tf_keras (Horovod's modules import each oth
 
 def legacy_keras_selected() -> bool:
     """TensorFlow's own switch (TF_USE_LEGACY_KERAS) is on: tf.keras is tf-keras."""
-    return os.environ.get("TF_USE_LEGACY_KERAS", "").lower() in ("1", "true", "yes")
+    return legacy_keras()
 
 
 def _is_keras_name(name: str) -> bool:
@@ -97,6 +100,8 @@ def _keras_is_tf_keras() -> Iterator[None]:
 
 
 def _after_exec(module) -> None:
+    if getattr(module, _MARK, False):
+        return
     setattr(module, _MARK, True)
     if module.__name__ == "horovod._keras.callbacks":
         _callbacks_take_keras3_models(module)
@@ -110,36 +115,31 @@ def _alias_if_legacy():
     return _keras_is_tf_keras() if legacy_keras_selected() else contextlib.nullcontext()
 
 
-def _after_exec_if_legacy(module) -> None:
-    if legacy_keras_selected():
-        _after_exec(module)
-
-
 def install() -> None:
-    """Bind Horovod's Keras API to tf-keras from now on (idempotent; called by `import tfdist`).
-
-    Modules Horovod already imported with Keras 3 are re-executed, and only when TensorFlow has not
-    yet made `tf.keras` Keras 3 (else the model is Keras 3 too, and tfdist.init says so).
-    """
+    """Bind Horovod's Keras API to tf.keras's Keras from now on (idempotent; called by `import
+    tfdist`), and correct the modules Horovod already imported (rebind_imported)."""
     for name in KERAS_MODULES:
-        import_hooks.when_imported(name, after=_after_exec_if_legacy, around=_alias_if_legacy)
+        import_hooks.when_imported(name, after=_after_exec, around=_alias_if_legacy)
     rebind_imported()
 
 
 def rebind_imported() -> list[str]:
-    """Re-execute, under the alias, Horovod Keras modules imported before the hook; their names."""
+    """Correct the Horovod Keras modules imported before the hook; their names. Under tf-keras
+    they are re-executed under the alias first (when TensorFlow has not already made `tf.keras`
+    Keras 3, which only a switch set after TensorFlow loaded can do: then they stay Keras 3's)."""
     stale = [
         name for name in KERAS_MODULES
         if name in sys.modules and not getattr(sys.modules[name], _MARK, False)
     ]
-    if not stale or not legacy_keras_selected() or _tf_keras_is_keras3():
+    if not stale:
         return []
-    with _keras_is_tf_keras():
-        for name in stale:
-            importlib.reload(sys.modules[name])
+    if legacy_keras_selected() and not _tf_keras_is_keras3():
+        with _keras_is_tf_keras():
+            for name in stale:
+                importlib.reload(sys.modules[name])
+        log.debug("tfdist: re-bound %s to tf-keras", ", ".join(stale))
     for name in stale:
         _after_exec(sys.modules[name])
-    log.debug("tfdist: re-bound %s to tf-keras", ", ".join(stale))
     return stale
 
 
@@ -172,7 +172,8 @@ def _optimizer_takes_keras3(module) -> None:
 def _callbacks_take_keras3_models(impl) -> None:
     """Horovod's callback implementations, where they touch Keras objects, dispatch to
     tfdist.keras3.horovod when the callback's model (or the variable) is a Keras 3 one.
-    MetricAverageCallback needs nothing: it reduces the numbers in `logs`."""
+    MetricAverageCallback reduces the numbers in `logs`, through its backend's `constant`, which
+    only tf-keras's backend has."""
     from tfdist.keras3 import is_keras3
 
     def keras3():
@@ -226,6 +227,17 @@ def _callbacks_take_keras3_models(impl) -> None:
 
     dispatch(impl.LearningRateWarmupCallbackImpl, "on_epoch_end", warmup_on_epoch_end)
 
+    average = impl.MetricAverageCallbackImpl
+    keras2_average = average._average_metrics_in_place
+
+    @functools.wraps(keras2_average)
+    def _average_metrics_in_place(self, logs):
+        if hasattr(self.backend, "constant"):  # tf-keras's backend: Horovod's own code
+            return keras2_average(self, logs)
+        return keras3().average_metrics_in_place(logs)
+
+    average._average_metrics_in_place = _average_metrics_in_place
+
 
 def _skip_float_momentum_correction(impl) -> None:
     """Make Horovod's LR schedule callbacks skip momentum correction where momentum is a float."""
@@ -249,6 +261,6 @@ def _skip_float_momentum_correction(impl) -> None:
 
 
 def import_horovod_keras():
-    """`horovod.tensorflow.keras` bound to tf-keras (imported now if need be)."""
+    """`horovod.tensorflow.keras` bound to tf.keras's Keras (imported now if need be)."""
     install()
     return importlib.import_module("horovod.tensorflow.keras")

@@ -65,11 +65,9 @@ def horovod_available() -> bool:
 
 
 def import_horovod_keras():
-    """`horovod.tensorflow.keras`, bound to tf-keras (tfdist.distribute.horovod_keras)."""
+    """`horovod.tensorflow.keras`, bound to tf.keras's Keras (tfdist.distribute.horovod_keras)."""
     from tfdist.distribute import horovod_keras
-    from tfdist.keras_check import require_legacy_keras
 
-    require_legacy_keras()  # tf.keras must be tf_keras: Horovod's module uses both
     try:
         return horovod_keras.import_horovod_keras()
     except ImportError as err:

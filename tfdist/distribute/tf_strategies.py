@@ -12,6 +12,7 @@ import time
 from typing import Any, Optional
 
 import tensorflow as tf
+import tf_keras
 from tensorflow.python.eager import context  # the coordination service's key-value store
 
 from tfdist.cluster import check_port_free
@@ -276,7 +277,7 @@ class ParameterServerEngine(_ClusterEngine):
 
     def distribute_dataset(self, dataset_fn):
         # Each worker builds its own input pipeline; model.fit then needs steps_per_epoch.
-        return tf.keras.utils.experimental.DatasetCreator(dataset_fn)
+        return tf_keras.utils.experimental.DatasetCreator(dataset_fn)
 
     def serve(self) -> None:
         """Serve as ps or worker until the chief has come and gone."""

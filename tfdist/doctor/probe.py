@@ -59,15 +59,16 @@ def _findings() -> dict[str, Any]:
     out: dict[str, Any] = {}
     try:
         import tfdist  # noqa: F401
-        from tfdist.keras_check import require_legacy_keras
-
-        require_legacy_keras()
         import tensorflow as tf
         import tf_keras
 
+        # Which Keras tf.keras is here (TF_USE_LEGACY_KERAS, the user's): its package's version.
+        package = tf.keras.Model.__module__.split(".")[0]  # "tf_keras", or "keras" for Keras 3
+        name = "tf-keras" if package == "tf_keras" else "Keras"
         found = tf.config.list_physical_devices("GPU")
         out.update(tensorflow=tf.__version__,
                    tf_keras=tf_keras.__version__,
+                   tf_dot_keras=f"{name} {sys.modules[package].__version__}",
                    tf_gpus=len(found),
                    tf_gpu_cc=[
                        tf.config.experimental.get_device_details(g).get("compute_capability")

@@ -13,7 +13,7 @@ SUPPORTED_TF = ("2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
 
 
 def check_tensorflow(probe: Mapping[str, Any], gpus: int = 0) -> Result:
-    """TensorFlow loads with tf-keras as tf.keras; sees the GPUs the node shows."""
+    """TensorFlow loads, with the tf-keras of its minor beside it; sees the node's GPUs."""
     if "probe_error" in probe:
         todo = ("Raise --tf_timeout if the file system is slow, else run "
                 "`python -c 'import tfdist, tensorflow'` to see where it hangs."
@@ -22,17 +22,15 @@ def check_tensorflow(probe: Mapping[str, Any], gpus: int = 0) -> Result:
         return Result("tensorflow", PROBLEM, f"{probe['probe_error']}. {todo}")
     if "tensorflow_error" in probe:
         error = probe["tensorflow_error"]
-        if "KerasVersionError" in error:
-            todo = ("Something imports TensorFlow with Keras 3 before tfdist (a sitecustomize, "
-                    "PYTHONSTARTUP or a wrapper): remove it or `export TF_USE_LEGACY_KERAS=1`.")
-        else:
-            todo = ("tfdist needs TensorFlow 2.16-2.21 with the tf-keras of the same minor: "
-                    "pip install 'tensorflow~=2.18.0' 'tf-keras~=2.18.0' (tfdist's default), or "
-                    "pip install tfdist beside your TensorFlow.")
+        todo = ("tfdist needs TensorFlow 2.16-2.21 with the tf-keras of the same minor: "
+                "pip install 'tensorflow~=2.18.0' 'tf-keras~=2.18.0' (tfdist's default), or "
+                "pip install tfdist beside your TensorFlow.")
         return Result("tensorflow", PROBLEM, f"TensorFlow with tf-keras does not load: {error}. "
                       f"{todo}")
     tf_version, keras_version = probe["tensorflow"], probe["tf_keras"]
-    versions = f"TensorFlow {tf_version}, tf.keras is tf-keras {keras_version}"
+    tf_dot_keras = probe.get("tf_dot_keras", f"tf-keras {keras_version}")
+    versions = f"TensorFlow {tf_version}, tf.keras is {tf_dot_keras}" + (
+        "" if tf_dot_keras.startswith("tf-keras") else f" (tf-keras {keras_version} beside it)")
     minor = ".".join(tf_version.split(".")[:2])
     if tf_version.split(".")[:2] != keras_version.split(".")[:2]:
         return Result(

@@ -38,14 +38,15 @@ def train_counter(model):
 
 
 def keras_module(version: int):
-    """The Keras module that builds models for `version`: 2 is tf.keras (tf-keras under tfdist), 3
-    is `import keras` (Keras 3, which TensorFlow >= 2.16 installs beside tf-keras)."""
+    """The Keras module that builds models for `version`: 2 is tf-keras (`tf_keras`, what tf.keras
+    is under TF_USE_LEGACY_KERAS=1), 3 is `import keras` (Keras 3, which TensorFlow >= 2.16
+    installs beside tf-keras and makes tf.keras by default)."""
     from tfdist.errors import ConfigError
 
     if version == 2:
-        import tensorflow as tf
+        import tf_keras
 
-        return tf.keras
+        return tf_keras
     if version == 3:
         import keras
 

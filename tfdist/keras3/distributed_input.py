@@ -46,7 +46,8 @@ def _checked(keras_method, name: str):
                     f"{type(x).__name__}, what rt.dataset returns under a strategy); Keras takes "
                     "one from 3.9 on. Fix: install a newer Keras (`pip install 'keras>=3.9'`), "
                     "or give model.fit the tf.data.Dataset itself (Keras distributes it), or "
-                    "build the model with tf.keras (`from tensorflow import keras`).")
+                    "build the model with tf-keras (`export TF_USE_LEGACY_KERAS=1` and `from "
+                    "tensorflow import keras`).")
         return keras_method(self, *args, **kwargs)
 
     setattr(method, _MARK, True)

@@ -268,3 +268,10 @@ def restore_momentum(cb) -> None:
     if cb.restore_momentum:
         cb.model.optimizer.momentum.assign(cb.restore_momentum)
         cb.restore_momentum = None
+
+
+def average_metrics_in_place(logs) -> None:
+    """MetricAverageCallback's averaging where Horovod's Keras API is bound to Keras 3, whose
+    backend has no `constant`: Horovod's own reduction, every metric in name order."""
+    for metric, value in sorted((logs or {}).items()):
+        logs[metric] = hvd.allreduce(tf.constant(value, name=metric)).numpy()

@@ -52,8 +52,8 @@ def _unknown(version: str) -> KerasCorrectionUnknown:
         RELIES_ON, "keras.src.optimizers.loss_scale_optimizer", version,
         "so that every replica of a mixed_float16 model makes the same apply-or-skip decision "
         "(Keras decides on each replica's own gradients: a hang or inf weights when one replica "
-        "overflows)", "use --mixed_precision=mixed_bfloat16 (no loss scaling), or tf.keras "
-        "(tf-keras under tfdist: `from tensorflow import keras`)")
+        "overflows)", "use --mixed_precision=mixed_bfloat16 (no loss scaling), or tf-keras "
+        "(`export TF_USE_LEGACY_KERAS=1` and `from tensorflow import keras`)")
 
 
 def agreed_check_finite(original, is_known: bool, version: str):

@@ -38,8 +38,8 @@ def _unknown(name: str, version: str) -> KerasCorrectionUnknown:
     return unknown((name, ), MODULE, version,
                    "so that Keras 3 trains under MultiWorkerMirroredStrategy (it fails there "
                    "otherwise, keras-team/keras#20585)",
-                   "build the model with tf.keras (tf-keras under tfdist: `from tensorflow "
-                   "import keras`), or train on one node (--strategy=mirrored)")
+                   "build the model with tf-keras (`export TF_USE_LEGACY_KERAS=1` and `from "
+                   "tensorflow import keras`), or train on one node (--strategy=mirrored)")
 
 
 def apply(trainer) -> None:

@@ -106,7 +106,7 @@ def _dataset_fn(x):
     raise ParameterServerFitError(
         f"fit under ParameterServerStrategy got x of type {type(x).__name__}: expected a "
         "function of a tf.distribute.InputContext returning a tf.data.Dataset (each worker "
-        "builds its own: `rt.dataset(fn)` under tfdist, or tf.keras.utils.experimental."
+        "builds its own: `rt.dataset(fn)` under tfdist, or tf_keras.utils.experimental."
         "DatasetCreator(fn)), or a tf.data.Dataset. Wrap arrays in "
         "tf.data.Dataset.from_tensor_slices((x, y)).batch(...).repeat().")
 

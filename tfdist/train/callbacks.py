@@ -15,7 +15,7 @@ import logging
 import os
 from typing import Any, Callable, Optional
 
-import tensorflow as tf
+import tf_keras
 
 from tfdist.cluster.slurm import requeue_wanted
 from tfdist.keras3 import is_keras3
@@ -32,7 +32,7 @@ from tfdist.train.watchdog_callback import WatchdogCallback
 log = logging.getLogger("tfdist")
 
 
-class _EpochTensorBoard(tf.keras.callbacks.TensorBoard):
+class _EpochTensorBoard(tf_keras.callbacks.TensorBoard):
     """tf-keras's TensorBoard at epoch frequency without per-step work: the graph of the train
     step is written at the end of the first epoch, and the per-step summaries (not recorded at
     this frequency anyway) are not even formed. Else Keras's callback timing takes its first steps
@@ -53,7 +53,7 @@ class _EpochTensorBoard(tf.keras.callbacks.TensorBoard):
         super().on_epoch_end(epoch, logs)
 
 
-class _TensorBoard(tf.keras.callbacks.Callback):
+class _TensorBoard(tf_keras.callbacks.Callback):
     """TensorBoard logs in `log_dir` by the TensorBoard callback of the model's own Keras (it reads
     that Keras's model internals), chosen when fit hands over the model."""
 
@@ -102,7 +102,7 @@ def resume_identity(engine,
     return dict(wanted, **(extra or {}))
 
 
-class _LayerStatistics(tf.keras.callbacks.Callback):
+class _LayerStatistics(tf_keras.callbacks.Callback):
     """The model's layer statistics (BatchNormalization's moving mean and variance) averaged over
     the replicas at each epoch end (and, through the checkpoint, before each write) where each
     replica keeps its own: tfdist.distribute.layer_statistics."""

@@ -27,6 +27,7 @@ import tempfile
 from typing import Any, Callable, Optional
 
 import tensorflow as tf
+import tf_keras
 
 from tfdist import env_vars
 from tfdist.errors import ConfigError
@@ -120,7 +121,7 @@ def describe_model(model) -> str:
     return f"{type(model).__name__} with {count} parameters"
 
 
-class TrainingCheckpoint(tf.keras.callbacks.Callback):
+class TrainingCheckpoint(tf_keras.callbacks.Callback):
     """Save the training state at each epoch end (and every `save_steps` steps); restore it when
     training starts, continuing at the saved epoch and step. For tf-keras and Keras 3 models alike
     (Keras 3 calls the same hooks; where it starts is told through tfdist.keras3.fit_hooks).

@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any, Optional
 
 from tfdist.errors import ConfigError
+from tfdist.tf_environ import legacy_keras
 
 KERASES = (2, 3)  # tfdist.keras3.KERASES, here without importing anything
 OPTIMIZERS = ("sgd", "adam")
@@ -18,6 +19,12 @@ SCHEDULES = ("constant", "cosine", "step")
 # every seed tried (15 epochs: 0.975-0.983 over seeds 1-5; 10 epochs: 0.969 once).
 BASE_DEFAULTS = {"optimizer": "sgd", "lr": 0.05, "epochs": 10}
 STRATEGY_DEFAULTS = {"parameter_server": {"optimizer": "adam", "lr": 0.001, "epochs": 20}}
+
+
+def default_keras() -> int:
+    """The Keras tf.keras is (TensorFlow's choice, the user's switch): 2 (tf-keras) where
+    TF_USE_LEGACY_KERAS=1, else 3."""
+    return 2 if legacy_keras() else 3
 
 
 def strategy_defaults(strategy: str) -> dict[str, Any]:
@@ -33,7 +40,9 @@ def given_or_default(name: str, value: Any, strategy: str) -> Any:
 @dataclasses.dataclass
 class TrainConfig:
     model: str = "cnn"
-    keras: int = 2  # the Keras that builds the model and optimizer: 2 (tf.keras) or 3 (`keras`)
+    # The Keras that builds the model and optimizer: 2 (tf-keras) or 3 (Keras 3); None: the one
+    # tf.keras is (default_keras).
+    keras: Optional[int] = None
     pipeline: str = "digits"
     strategy: str = "auto"
     num_ps: int = 1
@@ -70,6 +79,8 @@ class TrainConfig:
     engine_options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
+        if self.keras is None:
+            self.keras = default_keras()
         if self.keras not in KERASES:
             raise ConfigError(f"keras={self.keras!r}: expected one of "
                               f"{', '.join(map(str, KERASES))} (--keras).")

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 import numpy as np
 import tensorflow as tf
+import tf_keras
 
 from tfdist.errors import ConfigError
 
@@ -81,15 +82,15 @@ def _bytes(variable) -> int:
     return int(np.prod(variable.shape)) * tf.as_dtype(variable.dtype).size
 
 
-def layer_outputs(model: tf.keras.Model, top: bool = True) -> list[int]:
+def layer_outputs(model: tf_keras.Model, top: bool = True) -> list[int]:
     """Bytes of every layer output for one sample, in graph order (nested models: their layers'
     outputs), the input included once."""
     sizes = []
     for layer in model.layers:
-        if isinstance(layer, tf.keras.Model):
+        if isinstance(layer, tf_keras.Model):
             sizes += layer_outputs(layer, top=False)
             continue
-        if isinstance(layer, tf.keras.layers.InputLayer) and not top:
+        if isinstance(layer, tf_keras.layers.InputLayer) and not top:
             continue  # a nested model's input is its caller's output, counted there
         for node in layer._inbound_nodes:
             for tensor in tf.nest.flatten(node.outputs):
@@ -102,12 +103,12 @@ def layer_outputs(model: tf.keras.Model, top: bool = True) -> list[int]:
     return sizes
 
 
-def model_memory(model: tf.keras.Model, optimizer) -> ModelMemory:
+def model_memory(model: tf_keras.Model, optimizer) -> ModelMemory:
     """ModelMemory of a built model, with `optimizer` (a Keras optimizer) built for it."""
     trainable = model.trainable_variables
     optimizer.build(trainable)
     slot_vars = list(optimizer.variables)
-    policy = tf.keras.mixed_precision.global_policy()
+    policy = tf_keras.mixed_precision.global_policy()
     low = tf.as_dtype(policy.compute_dtype)
     outputs = layer_outputs(model)
     copies = 0
@@ -124,7 +125,7 @@ def model_memory(model: tf.keras.Model, optimizer) -> ModelMemory:
                        backward_bytes_per_sample=2 * max(outputs))
 
 
-def measure_step_peak(model: tf.keras.Model,
+def measure_step_peak(model: tf_keras.Model,
                       batch_size: int,
                       steps: int = 2,
                       device: str = "CPU:0") -> dict[str, int]:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Callable
 
-import tensorflow as tf
+import tf_keras
 
 from tfdist.errors import ConfigError
 
-# Each builder takes the Keras to build with (`keras`: tf.keras, or Keras 3's `keras` module; both
+# Each builder takes the Keras to build with (`keras`: tf_keras, or Keras 3's `keras` module; both
 # offer the same names for what is used here).
 
 
-def cnn(input_shape, num_classes, keras=tf.keras):
+def cnn(input_shape, num_classes, keras=tf_keras):
     """The digits CNN: two convolutions, one hidden dense layer (no dropout: exact replays)."""
     layers = keras.layers
     return keras.Sequential([
@@ -27,7 +27,7 @@ def cnn(input_shape, num_classes, keras=tf.keras):
                             name="cnn")
 
 
-def mlp(input_shape, num_classes, keras=tf.keras):
+def mlp(input_shape, num_classes, keras=tf_keras):
     layers = keras.layers
     return keras.Sequential([
         layers.Input(input_shape),
@@ -39,7 +39,7 @@ def mlp(input_shape, num_classes, keras=tf.keras):
                             name="mlp")
 
 
-def resnet_small(input_shape, num_classes, keras=tf.keras, width=32, blocks=3):
+def resnet_small(input_shape, num_classes, keras=tf_keras, width=32, blocks=3):
     """A small ResNet (three residual blocks), the benchmark model that fits a 2-core machine."""
     layers = keras.layers
     inputs = layers.Input(input_shape)
@@ -57,7 +57,7 @@ def resnet_small(input_shape, num_classes, keras=tf.keras, width=32, blocks=3):
     return keras.Model(inputs, layers.Dense(num_classes)(x), name="resnet_small")
 
 
-def resnet50(input_shape, num_classes, keras=tf.keras):
+def resnet50(input_shape, num_classes, keras=tf_keras):
     """Keras applications' ResNet-50 with random weights (nothing is downloaded)."""
     layers = keras.layers
     inputs = layers.Input(input_shape)
@@ -81,8 +81,8 @@ MODELS: dict[str, Callable] = {
 }
 
 
-def build_model(name: str, input_shape, num_classes: int, keras=tf.keras):
-    """A fresh, uncompiled model of `keras` (tf.keras or Keras 3's module); outputs logits."""
+def build_model(name: str, input_shape, num_classes: int, keras=tf_keras):
+    """A fresh, uncompiled model of `keras` (tf_keras or Keras 3's module); outputs logits."""
     if name not in MODELS:
         raise ConfigError(f"Unknown model {name!r}: expected one of {', '.join(MODELS)} (--model).")
     model = MODELS[name](tuple(input_shape), num_classes, keras=keras)
@@ -94,7 +94,7 @@ def build_model(name: str, input_shape, num_classes: int, keras=tf.keras):
     return model
 
 
-def compile_classifier(model, optimizer="sgd", keras=tf.keras):
+def compile_classifier(model, optimizer="sgd", keras=tf_keras):
     """`model` (logits out) compiled as `tfdist train` trains it: cross-entropy, accuracy."""
     model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -102,7 +102,7 @@ def compile_classifier(model, optimizer="sgd", keras=tf.keras):
     return model
 
 
-def compiled_model(name: str, info: dict, optimizer="sgd", keras=tf.keras):
+def compiled_model(name: str, info: dict, optimizer="sgd", keras=tf_keras):
     """`tfdist train`'s model for a pipeline's `info`, compiled for its classes (a plain copy, for
     evaluation, with the default optimizer)."""
     return compile_classifier(build_model(name, info["input_shape"], info["num_classes"], keras),

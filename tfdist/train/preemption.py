@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Optional
 
-import tensorflow as tf
+import tf_keras
 
 from tfdist import env_vars
 from tfdist.cluster.slurm import RequeueFailed
@@ -101,7 +101,7 @@ class _TestPause:
             time.sleep(0.01)
 
 
-class PreemptionHandler(tf.keras.callbacks.Callback):
+class PreemptionHandler(tf_keras.callbacks.Callback):
     """At the end of an epoch, stop every task if any was signalled; when fit ends so, requeue
     (rank 0, with `requeue`) and raise Preempted. Put it last: the others' on_train_end run
     first. `engine`: the tasks' agreement; `checkpoint`: the one that saved (or None)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import tensorflow as tf
+import tf_keras
 
 from tfdist.errors import ConfigError
 from tfdist.train.config import OPTIMIZERS, SCHEDULES
@@ -61,9 +62,9 @@ class _Warmup:
         return {name: getattr(self, name) for name in names}
 
 
-@tf.keras.utils.register_keras_serializable(package="tfdist")
-class WarmupSchedule(_Warmup, tf.keras.optimizers.schedules.LearningRateSchedule):
-    """tf-keras's (tf.keras) warmup schedule: see _Warmup."""
+@tf_keras.utils.register_keras_serializable(package="tfdist")
+class WarmupSchedule(_Warmup, tf_keras.optimizers.schedules.LearningRateSchedule):
+    """tf-keras's (tf_keras) warmup schedule: see _Warmup."""
 
 
 _keras3_schedule: list = []
@@ -80,9 +81,9 @@ def keras3_warmup_schedule():
     return _keras3_schedule[0]
 
 
-def make_optimizer(name: str, lr, keras=tf.keras):
+def make_optimizer(name: str, lr, keras=tf_keras):
     """`tfdist train --optimizer`: SGD with momentum 0.9, or Adam, at rate (or schedule) lr, of
-    `keras` (tf.keras or Keras 3's module)."""
+    `keras` (tf_keras or Keras 3's module)."""
     if name == "sgd":
         return keras.optimizers.SGD(lr, momentum=0.9)
     if name == "adam":

@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any, Optional
 
-import tensorflow as tf
+import tf_keras
 
 from tfdist.files import write_json
 from tfdist.keras3 import is_keras3
@@ -15,7 +15,7 @@ METRICS = "metrics.json"
 _METER_KEYS = ("samples_per_sec", "input_wait")  # per epoch in the meter's lists instead
 
 
-class RunSummary(tf.keras.callbacks.Callback):
+class RunSummary(tf_keras.callbacks.Callback):
     """Collects the run's facts (`facts`: strategy, replicas, batch, ...), the meter's figures,
     the resume point and the last epoch's logs into `metrics`; when fit ends unpreempted the chief
     writes them to `path` (None: nothing is written). `add` puts more in afterwards (test
@@ -85,7 +85,7 @@ def _loss_scale(optimizer) -> Optional[float]:
 
         return fit_hooks.loss_scale(optimizer)
     scale = getattr(optimizer, "loss_scale", None)
-    return None if scale is None else float(tf.keras.backend.get_value(scale))
+    return None if scale is None else float(tf_keras.backend.get_value(scale))
 
 
 def metrics_path(model_dir: str) -> str:

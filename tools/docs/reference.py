@@ -122,9 +122,10 @@ def environment_page() -> str:
         "# Environment variables", "",
         "Every `TFDIST_*` variable, generated from `tfdist/env_vars.py` (`make reference`), the "
         "one place that names them (the code reads the names from there). Variables of other "
-        "programs that tfdist sets (`TF_CONFIG`, `HOROVOD_*`, `TF_USE_LEGACY_KERAS`, "
-        "`CUDA_VISIBLE_DEVICES`) are explained where they matter: "
-        "[Slurm and GPUs](../slurm.md), [Horovod](../horovod.md)."
+        "programs that tfdist sets (`TF_CONFIG`, `HOROVOD_*`, `CUDA_VISIBLE_DEVICES`) or reads "
+        "(`TF_USE_LEGACY_KERAS`, the user's) are explained where they matter: "
+        "[Slurm and GPUs](../slurm.md), [Horovod](../horovod.md), "
+        "[which Keras](../own-script.md#tf-keras-and-keras-3)."
     ]
     for set_by, title, intro in groups:
         lines += [
