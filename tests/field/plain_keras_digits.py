@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-import tfdist  # tfdist: first, before TensorFlow
+import tfdist  # tfdist
 
 import tensorflow as tf
 
