@@ -117,10 +117,23 @@ def _alias_if_legacy():
 
 def install() -> None:
     """Bind Horovod's Keras API to tf.keras's Keras from now on (idempotent; called by `import
-    tfdist`), and correct the modules Horovod already imported (rebind_imported)."""
+    tfdist`), and correct the modules Horovod already imported (rebind_imported). Horovod's
+    TensorFlow API takes Keras 3 variables too (tfdist.keras3.horovod.correct_tensorflow_api)."""
     for name in KERAS_MODULES:
         import_hooks.when_imported(name, after=_after_exec, around=_alias_if_legacy)
+    import_hooks.when_imported(TENSORFLOW_MODULE, after=_tensorflow_api_takes_keras3)
+    if TENSORFLOW_MODULE in sys.modules:
+        _tensorflow_api_takes_keras3(sys.modules[TENSORFLOW_MODULE])
     rebind_imported()
+
+
+TENSORFLOW_MODULE = "horovod.tensorflow"
+
+
+def _tensorflow_api_takes_keras3(module) -> None:
+    from tfdist.keras3.horovod import correct_tensorflow_api
+
+    correct_tensorflow_api(module)
 
 
 def rebind_imported() -> list[str]:

@@ -275,3 +275,47 @@ def average_metrics_in_place(logs) -> None:
     backend has no `constant`: Horovod's own reduction, every metric in name order."""
     for metric, value in sorted((logs or {}).items()):
         logs[metric] = hvd.allreduce(tf.constant(value, name=metric)).numpy()
+
+
+# ---------------------------------------------------------------------------------------------
+# Horovod's TensorFlow API (`import horovod.tensorflow as hvd`) with Keras 3 variables
+
+
+def tf_variables(variables):
+    """`variables` with each Keras 3 variable replaced by the tf.Variable behind it: what
+    Horovod's `broadcast_variables` and `DistributedGradientTape` take (they call `var.ref()`,
+    which a Keras 3 variable lacks: horovod#4290). Anything else is returned as it is."""
+    if keras3_loaded() is None or not isinstance(variables, (list, tuple)):
+        return variables
+    return type(variables)(_tf_variable(v) for v in variables)
+
+
+def correct_tensorflow_api(module) -> None:
+    """`horovod.tensorflow`'s broadcast_variables and DistributedGradientTape (gradient,
+    register_local_source) take Keras 3 variables, as a GradientTape script on Keras 3 passes
+    them (`model.variables`, `model.trainable_variables`, `optimizer.variables`)."""
+    functions = __import__("horovod.tensorflow.functions", fromlist=["broadcast_variables"])
+    broadcast = functions.broadcast_variables
+    if getattr(broadcast, _MARK, False):
+        return
+
+    @functools.wraps(broadcast)
+    def broadcast_variables(variables, *args, **kwargs):
+        return broadcast(tf_variables(variables), *args, **kwargs)
+
+    setattr(broadcast_variables, _MARK, True)
+    functions.broadcast_variables = module.broadcast_variables = broadcast_variables
+    tape = getattr(module, "_DistributedGradientTape", None)  # defined where TF2 runs eagerly
+    if tape is None:
+        return
+    gradient, register = tape.gradient, tape.register_local_source
+
+    @functools.wraps(gradient)
+    def tape_gradient(self, target, sources, *args, **kwargs):
+        return gradient(self, target, tf_variables(sources), *args, **kwargs)
+
+    @functools.wraps(register)
+    def register_local_source(self, source):
+        return register(self, _tf_variable(source))
+
+    tape.gradient, tape.register_local_source = tape_gradient, register_local_source
