@@ -1,5 +1,6 @@
 """The input-wait share of the throughput meter: real training processes with an input pipeline
-slower than the step (most of the time waiting, a warning) or faster (hardly any, no warning).
+slower than the step (most of the time waiting, a warning) or faster (hardly any, no warning
+where the share stays under the warning's).
 The slow pipeline is slow against the same run's own step time (input_wait_script.py), so the
 shares hold on a fast idle machine and a slow loaded one alike."""
 
@@ -9,6 +10,7 @@ import sys
 import pytest
 
 from tests.helpers import launch, requires_horovod, run
+from tfdist.train.throughput import STALL_WARNING
 
 # The shares and agreements are the meter's and tfdist's own: the default stack only in CI; they
 # compare the pipeline's pace with the step's: no other test beside them (tools/run_tests.py).
@@ -31,8 +33,11 @@ def _single(tmp_path, strategy, speed, *extra):
 def test_fast_input_hardly_waits(tmp_path):
     result, stderr = _single(tmp_path, "auto", "fast")
     steady = result["input_wait"][1:]
-    assert all(0 <= s < 0.10 for s in steady), result
-    assert WARNING not in stderr
+    # Measured on an AVX-512 CPU (2026-11-26): 0.038-0.084 in 9 runs and 0.103 once; the slow
+    # input's are above 0.5 (below). A bound of a quarter keeps them apart on any machine.
+    assert all(0 <= s < 0.25 for s in steady), result
+    # The warning is said for exactly the epochs above its share (10 %: none, mostly).
+    assert stderr.count(WARNING) == sum(s > STALL_WARNING for s in steady), (result, stderr[-3000:])
     assert result["history"] == result["input_wait"]  # also in the epoch logs (History)
     # The samples are counted inside the steps: every epoch's, of every task.
     assert result["samples"] == [result["expected_samples"]] * 3, result
