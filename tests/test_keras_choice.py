@@ -4,7 +4,6 @@ trains that Keras unless --keras says otherwise; Keras 3's fit is stopped, namin
 where it was not measured."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -123,17 +122,16 @@ def test_two_workers_train_the_users_keras_and_hold_the_same_model(user_script, 
 
 @pytest.mark.parametrize("flag,legacy,keras", [([], None, 3), ([], "1", 2),
                                                (["--keras=2"], None, 2)])
-def test_tfdist_train_trains_tf_keras_s_keras_unless_told(tmp_path, flag, legacy, keras):
+def test_tfdist_train_trains_tf_keras_s_keras_unless_told(tmp_path, monkeypatch, flag, legacy,
+                                                          keras):
     """Without --keras, the Keras tf.keras is; --keras=2 is tf-keras with the switch unset."""
     from tfdist.train.config import TrainConfig
 
-    os.environ.pop("TF_USE_LEGACY_KERAS")
-    try:
+    with monkeypatch.context() as m:
+        m.delenv("TF_USE_LEGACY_KERAS", raising=False)
         if legacy:
-            os.environ["TF_USE_LEGACY_KERAS"] = legacy
+            m.setenv("TF_USE_LEGACY_KERAS", legacy)
         assert TrainConfig(**({"keras": 2} if flag else {})).keras == keras
-    finally:
-        os.environ["TF_USE_LEGACY_KERAS"] = "1"  # the suite's (tests/conftest.py)
     if legacy:  # the run itself: the switch unset, where the flag decides
         return
     model_dir = tmp_path / "run"

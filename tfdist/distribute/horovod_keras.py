@@ -59,11 +59,6 @@ _MARK = "_tfdist_tf_keras"  # set on a module executed under the alias
 _depth = [0]  # nesting of _keras_is_tf_keras (Horovod's modules import each other)
 
 
-def legacy_keras_selected() -> bool:
-    """TensorFlow's own switch (TF_USE_LEGACY_KERAS) is on: tf.keras is tf-keras."""
-    return legacy_keras()
-
-
 def _is_keras_name(name: str) -> bool:
     return name == "keras" or name.startswith("keras.")
 
@@ -112,7 +107,7 @@ def _after_exec(module) -> None:
 
 def _alias_if_legacy():
     """`keras` resolves to tf_keras while a Horovod Keras module executes, when tf.keras is."""
-    return _keras_is_tf_keras() if legacy_keras_selected() else contextlib.nullcontext()
+    return _keras_is_tf_keras() if legacy_keras() else contextlib.nullcontext()
 
 
 def install() -> None:
@@ -146,7 +141,7 @@ def rebind_imported() -> list[str]:
     ]
     if not stale:
         return []
-    if legacy_keras_selected() and not _tf_keras_is_keras3():
+    if legacy_keras() and not _tf_keras_is_keras3():
         with _keras_is_tf_keras():
             for name in stale:
                 importlib.reload(sys.modules[name])
