@@ -102,9 +102,11 @@ def test_a_lost_peer_ends_the_other_rank_with_an_error(tmp_path):
             p.wait()
     seconds = time.monotonic() - killed
     assert code != 0, log[-3000:]
-    # Which reaches the pending op first is a race (HorovodEngine.explain_failure knows both):
-    # Horovod's shutdown notice, or gloo's socket error (seen in about 1 of 3 runs here).
-    assert "Horovod has been shut down" in log or "Connection reset by peer" in log, log[-3000:]
+    # Which reaches the pending op first is a race (HorovodEngine.explain_failure knows all three):
+    # Horovod's shutdown notice, or gloo's socket error, "reset" (about 1 run in 3 here) or
+    # "closed" (once in CI, newest stack) by the peer.
+    signs = ("Horovod has been shut down", "Connection reset by peer", "Connection closed by peer")
+    assert any(s in log for s in signs), log[-3000:]
     assert "Connection" in log and "127.0.0.1" in log, log[-3000:]  # gloo names the lost peer
     assert_nothing_left([port])
     print(f"rank 0 ended {seconds:.1f} s after rank 1 was killed")
