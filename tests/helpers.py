@@ -32,7 +32,8 @@ requires_horovod = pytest.mark.skipif(
 
 # Variables of the calling environment that would change a started task's cluster, roles or logs.
 _CLUSTER_VARS = re.compile(
-    r"^(SLURM_|SBATCH_|SRUN_|SALLOC_|HOROVOD_|TFDIST_|OMPI_|PMI|MV2_|FLUX_|JSM_)|^TF_CONFIG$")
+    r"^(SLURM_|SBATCH_|SRUN_|SALLOC_|HOROVOD_|TFDIST_|OMPI_|PMI|MV2_|FLUX_|JSM_|PALS_|PBS_|LSB_|"
+    r"MPI_LOCAL|MPIR_CVAR_|HYDI_)|^TF_CONFIG$")
 
 
 def clean_environ(**extra) -> dict[str, str]:

@@ -71,6 +71,18 @@ PROGRESS_DIR = _var(
     "TFDIST_PROGRESS_DIR", USER, "`MODEL_DIR/progress`",
     "A directory every rank can write (shared by all nodes), where the watchdog's progress "
     "records go when there is no model directory.")
+RENDEZVOUS_DIR = _var(
+    "TFDIST_RENDEZVOUS_DIR", USER, "`~/.tfdist/rendezvous`",
+    "Under `mpirun`, `mpiexec`, `flux run` or `jsrun` on several nodes: a directory every node "
+    "sees, where the ranks write their hosts to find each other ([other launchers]"
+    "(../launchers.md)).")
+RENDEZVOUS_TIMEOUT = _var(
+    "TFDIST_RENDEZVOUS_TIMEOUT", USER, "300 (seconds)",
+    "How long a rank waits there for the others before it stops with an error naming them.")
+RENDEZVOUS_ID = _var(
+    "TFDIST_RENDEZVOUS_ID", USER, "the launcher's id for the launch",
+    "The same value on every rank of one launch, for a launcher that names none (MVAPICH's "
+    "`mpirun_rsh` outside a batch job): `mpirun_rsh ... TFDIST_RENDEZVOUS_ID=$RANDOM ...`.")
 
 # Set by tfdist for the processes it starts or configures.
 LAUNCH_RANK = _var("TFDIST_LAUNCH_RANK", TFDIST, "", "`tfdist launch`: this process's rank.")
@@ -80,6 +92,10 @@ LAUNCH_PORT = _var("TFDIST_LAUNCH_PORT", TFDIST, "",
                    "`tfdist launch`: the base port it checked free.")
 LAUNCH_STRATEGY = _var("TFDIST_LAUNCH_STRATEGY", TFDIST, "",
                        "`tfdist launch --strategy`: the strategy its processes build roles for.")
+TASK_HOSTS = _var(
+    "TFDIST_TASK_HOSTS", TFDIST, "",
+    "Under a launcher that names only each process's rank: every rank's host, once exchanged "
+    "(JSON), so that the processes a rank starts do not exchange again.")
 GPUS = _var(
     "TFDIST_GPUS", TFDIST, "", "`RANK:VALUE`, exported by `tfdist env --format=shell` beside the "
     "`CUDA_VISIBLE_DEVICES` it narrowed for task RANK, so that a later `tfdist.init()` takes "

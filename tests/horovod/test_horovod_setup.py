@@ -48,7 +48,7 @@ HOROVODRUN_GLOO = {
         ({
             "OMPI_COMM_WORLD_RANK": "0",
             "OMPI_COMM_WORLD_SIZE": "2"
-        }, True),  # mpirun
+        }, False),  # mpirun: tfdist sets gloo up from its ranks, as under srun
     ])
 def test_horovodrun_environment(environ, expected):
     assert hs.horovodrun_environment(environ) is expected

@@ -9,16 +9,21 @@ from typing import Optional
 from tfdist.cluster import gpus
 from tfdist.cluster.base import Cluster, ClusterEnv
 from tfdist.cluster.errors import ClusterError
+from tfdist.cluster.flux import FluxEnv
 from tfdist.cluster.local import LocalLaunchEnv, single_process
+from tfdist.cluster.lsf import JsrunEnv
+from tfdist.cluster.mpi import HydraEnv, MVAPICHEnv, OpenMPIEnv, PALSEnv
 from tfdist.cluster.other_launchers import other_launcher
 from tfdist.cluster.ports import check_port_free
 from tfdist.cluster.roles import STRATEGIES, Roles, build_roles
 from tfdist.cluster.slurm import SlurmEnv
 from tfdist.cluster.tf_config import TFConfigEnv
 
-# Detection order: a launcher's own variables beat a TF_CONFIG the user set, which beats Slurm
-# (a user may run `tfdist launch` or write TF_CONFIG inside a Slurm allocation).
-ENVIRONMENTS: tuple[type[ClusterEnv], ...] = (LocalLaunchEnv, TFConfigEnv, SlurmEnv)
+# Detection order, innermost launcher first: `tfdist launch`'s variables beat a TF_CONFIG the user
+# set; MPI launchers beat the task launchers of schedulers (mpirun inside a Slurm, Flux or LSF job
+# starts its ranks through them, and they pass their own variables on); Slurm comes last.
+ENVIRONMENTS: tuple[type[ClusterEnv], ...] = (LocalLaunchEnv, TFConfigEnv, OpenMPIEnv, PALSEnv,
+                                              HydraEnv, MVAPICHEnv, FluxEnv, JsrunEnv, SlurmEnv)
 
 
 def detect(environ: Optional[Mapping[str, str]] = None) -> Cluster:

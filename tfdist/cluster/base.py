@@ -13,11 +13,11 @@ from tfdist.cluster.errors import ClusterError
 class Cluster:
     """This task's place in the job, as read from its environment."""
 
-    environment: str  # "slurm", "tf_config" or "local"
+    environment: str  # the ClusterEnv's name: "slurm", "tf_config", "local", "openmpi", ...
     rank: int
     world_size: int
     task_hosts: tuple[str, ...]  # the host of every rank, in rank order
-    job_id: Optional[str] = None
+    job_id: Optional[str] = None  # the batch job's, or the launch's (mpirun's job id, ...)
     tf_config: Optional[dict[str, Any]] = None  # a TF_CONFIG the user gave, passed through
     port_base: Optional[int] = None  # a base port chosen by the launcher
     strategy: Optional[str] = None  # the strategy a launcher chose, used when asked for "auto"

@@ -1,8 +1,8 @@
 """Which port each task listens on, and a bind check before any server starts.
 
-Task port = base + local rank. Without an override the base is derived from the Slurm job id inside
-20000..31999: below Linux's ephemeral range (32768..60999), so no outgoing connection can hold it,
-and different jobs sharing a node get different bases.
+Task port = base + local rank. Without an override the base is derived from the job id (Slurm's,
+or a launcher's) inside 20000..31999: below Linux's ephemeral range (32768..60999), so no outgoing
+connection can hold it, and different jobs sharing a node get different bases.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import errno
 import os
 import random
 import socket
+import zlib
 from collections.abc import Mapping
 from typing import Optional
 
@@ -41,8 +42,10 @@ def port_base(job_id: Optional[str] = None,
         return _valid(int(raw), PORT_ENV)
     if launcher_base is not None:
         return _valid(launcher_base, "the launcher's port")
-    if job_id and job_id.isdigit():
-        return DEFAULT_BASE + (int(job_id) % _SLOTS) * _SLOT
+    if job_id:
+        # Other launchers' ids need not be numbers (PMIx namespaces, Flux's f58 ids).
+        number = int(job_id) if job_id.isdigit() else zlib.crc32(job_id.encode())
+        return DEFAULT_BASE + (number % _SLOTS) * _SLOT
     return DEFAULT_BASE
 
 

@@ -7,7 +7,6 @@ from typing import Any, Optional
 
 from tfdist.cluster.base import Cluster
 from tfdist.cluster.errors import ClusterError
-from tfdist.cluster.other_launchers import HOROVOD_READS
 from tfdist.cluster.ports import port_base, task_port
 
 STRATEGIES = ("auto", "mirrored", "multi_worker", "parameter_server", "horovod", "central_storage",
@@ -61,15 +60,14 @@ def build_roles(cluster: Cluster,
                 port: Optional[int] = None) -> Roles:
     """Roles of this task; `port` overrides the base port (--port)."""
     strategy = resolve_strategy(strategy, cluster)
-    if cluster.other_launcher and not (strategy == "horovod"
-                                       and HOROVOD_READS in cluster.other_launcher):
+    if cluster.other_launcher:
         raise ClusterError(
             f"This process is one of several started by {cluster.other_launcher}, a launcher "
-            f"whose ranks tfdist does not read yet: under --strategy={strategy} each process "
-            "would train the whole run alone, every one into the same model directory. Fix: "
-            "start the processes with `tfdist launch -n N -- COMMAND` (one machine) or `srun` "
-            "(in a Slurm allocation), or give each its TF_CONFIG; under Open MPI's mpirun, "
-            "--strategy=horovod works (Horovod reads mpirun's variables).")
+            f"whose ranks tfdist cannot place: under --strategy={strategy} each process would "
+            "train the whole run alone, every one into the same model directory. Fix: start the "
+            "processes with a launcher tfdist reads: `tfdist launch -n N -- COMMAND` (one "
+            "machine), `srun` (Slurm), `mpirun`/`mpiexec` of Open MPI, MPICH, Intel MPI, MVAPICH "
+            "or PALS, `flux run`, `jsrun`; or give each process its TF_CONFIG.")
     if strategy in SINGLE_TASK or (strategy == "auto" and cluster.world_size == 1):
         if cluster.world_size > 1:
             raise ClusterError(

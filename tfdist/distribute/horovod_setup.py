@@ -4,8 +4,9 @@ Under `srun` or `tfdist launch` nobody runs horovodrun. So rank 0 serves Horovod
 rendezvous (the server horovodrun starts) on the port the cluster layer chose, every task gets the
 HOROVOD_* variables horovodrun would have set (`Roles.horovod`), and `hvd.init()` then forms the
 gloo rings. Before that, every task checks in at the rendezvous, so a task that never starts ends
-the others with an error naming it after HOROVOD_GLOO_TIMEOUT_SECONDS instead of a hang. An
-environment made by horovodrun (or by mpirun, for a Horovod built with MPI) is used as it is.
+the others with an error naming it after HOROVOD_GLOO_TIMEOUT_SECONDS instead of a hang. The
+same under mpirun and the other launchers tfdist reads. An environment made by horovodrun is used
+as it is, and a Horovod built with MPI only initialises through mpirun's MPI.
 
 `horovod.tensorflow.keras` is bound to tf-keras by tfdist.distribute.horovod_keras, whatever the
 order of the user's imports.
@@ -29,6 +30,7 @@ from typing import Any, Optional
 from tfdist import env_vars
 from tfdist.cluster.base import Cluster
 from tfdist.cluster.local import LocalLaunchEnv
+from tfdist.cluster.mpi import ENVIRONMENTS as MPI_LAUNCHERS
 from tfdist.cluster.roles import Roles, horovod_environ
 from tfdist.errors import ConfigError, TfdistError
 
@@ -44,6 +46,7 @@ INSTALL_HINT = ("Install it with `make horovod` in a tfdist checkout (builds Hor
                 "or `PYTHON=<your venv>/bin/python tools/build_horovod_wheel.sh --install` for "
                 "TensorFlow 2.16-2.21; or use --strategy=multi_worker, which needs no Horovod.")
 COMPRESSIONS = ("none", "fp16")
+MPI_ENVIRONMENTS = frozenset(env.name for env in MPI_LAUNCHERS)
 
 # What init_horovod set up in this process: the rendezvous server (rank 0) and the module.
 _state: dict[str, Any] = {"server": None, "hvd": None}
@@ -81,8 +84,9 @@ def import_horovod_keras():
 
 def horovodrun_environment(environ: Optional[Mapping[str, str]] = None,
                            cluster: Optional[Cluster] = None) -> bool:
-    """True when a Horovod launcher set this process up: horovodrun with gloo (it sets HOROVOD_RANK,
-    HOROVOD_SIZE and the rendezvous address), or Open MPI's mpirun (as horovodrun --mpi does).
+    """True when horovodrun set this process up with gloo (it sets HOROVOD_RANK, HOROVOD_SIZE and
+    the rendezvous address). Under mpirun and the other launchers tfdist reads, tfdist sets
+    Horovod's gloo up itself, as under srun (a Horovod built with MPI only: init_horovod).
 
     Variables tfdist wrote itself (marked with TFDIST_HOROVOD=1) and processes of `tfdist launch`
     do not count: there tfdist's own roles apply. Nor do HOROVOD_* variables that a task of an
@@ -94,7 +98,6 @@ def horovodrun_environment(environ: Optional[Mapping[str, str]] = None,
         return False
     gloo = all(name in environ
                for name in ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_GLOO_RENDEZVOUS_ADDR"))
-    mpi = "OMPI_COMM_WORLD_RANK" in environ and "HOROVOD_GLOO_RENDEZVOUS_ADDR" not in environ
     # A Slurm cluster of several tasks is always an srun step (the cluster layer refuses the rest).
     if gloo and cluster is not None and cluster.environment == "slurm" and cluster.world_size > 1:
         slurm = (str(cluster.rank), str(cluster.world_size))
@@ -104,21 +107,18 @@ def horovodrun_environment(environ: Optional[Mapping[str, str]] = None,
                 "tfdist sets Horovod up from Slurm.", environ["HOROVOD_RANK"],
                 environ["HOROVOD_SIZE"], *slurm)
             return False
-    return gloo or mpi
+    return gloo
 
 
 def launcher_local_rank(cluster: Cluster,
                         environ: Optional[Mapping[str, str]] = None) -> Optional[tuple[int, int]]:
-    """(local rank, local size) that horovodrun or mpirun gave this process, which then pick its
-    GPU; None when tfdist sets Horovod up itself (the cluster's local rank applies)."""
+    """(local rank, local size) that horovodrun gave this process, which then pick its GPU; None
+    when tfdist sets Horovod up itself (the cluster's local rank applies)."""
     environ = os.environ if environ is None else environ
     if not horovodrun_environment(environ, cluster):
         return None
-    for rank, size in (("HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
-                       ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE")):
-        if environ.get(rank, "").isdigit() and environ.get(size, "").isdigit():
-            return int(environ[rank]), int(environ[size])
-    return None
+    rank, size = environ.get("HOROVOD_LOCAL_RANK", ""), environ.get("HOROVOD_LOCAL_SIZE", "")
+    return (int(rank), int(size)) if rank.isdigit() and size.isdigit() else None
 
 
 def host_alloc_plan(cluster: Cluster) -> list:
@@ -327,7 +327,8 @@ def init_horovod(cluster: Cluster,
                  verbose: bool = False):
     """Set Horovod up for this task and return `horovod.tensorflow.keras` (as `hvd`).
 
-    - horovodrun (or mpirun) made the environment: used as it is, `hvd.init()`.
+    - horovodrun made the environment: used as it is, `hvd.init()`; so is an MPI launcher's
+      for a Horovod built with MPI only.
     - otherwise (srun, `tfdist launch`): HOROVOD_* from `roles.horovod`, rank 0 serves the
       rendezvous on the address the other ranks reach it at, every rank checks in
       (HorovodSetupError naming the missing ranks after `timeout` s, default
@@ -342,10 +343,15 @@ def init_horovod(cluster: Cluster,
     seconds = _timeout(timeout, os.environ)
     own_rendezvous = False
     if horovodrun_environment(cluster=cluster):
-        log.info("Horovod: using the environment of horovodrun/mpirun as it is.")
+        log.info("Horovod: using the environment of horovodrun as it is.")
         expected = None
         if "HOROVOD_RANK" in os.environ:
             expected = (int(os.environ["HOROVOD_RANK"]), int(os.environ["HOROVOD_SIZE"]))
+        hvd.init()
+    elif cluster.environment in MPI_ENVIRONMENTS and hvd.mpi_built() and not hvd.gloo_built():
+        log.info("Horovod: built with MPI only; it initialises through %s's MPI.",
+                 cluster.environment)
+        expected = (cluster.rank, cluster.world_size)
         hvd.init()
     else:
         os.environ[TIMEOUT_VAR] = f"{seconds:g}"  # gloo's own timeouts, the same as ours

@@ -135,7 +135,29 @@ def environment_page() -> str:
         for var in env.VARIABLES:
             if var.set_by == set_by:
                 lines.append(f"| `{var.name}` | {var.default} | {var.meaning} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + launcher_variables()) + "\n"
+
+
+def launcher_variables() -> list[str]:
+    """The variables each launcher of tfdist.cluster.ENVIRONMENTS that names only ranks is read
+    from, in the order they are tried ([Other launchers](../launchers.md))."""
+    from tfdist.cluster import ENVIRONMENTS
+    from tfdist.cluster.launched import SCHEDULER_IDS, LaunchedEnv
+
+    lines = [
+        "", "## Launchers' variables", "",
+        "What tfdist reads from each launcher that names only each process's own rank, tried in "
+        "this order after `tfdist launch`'s variables and a `TF_CONFIG` you set, and before "
+        "Slurm's ([Other launchers](../launchers.md)). On several nodes a launch is named by the "
+        "launcher's own id for it, else by `TFDIST_RENDEZVOUS_ID`, else by its batch job's (" +
+        ", ".join(" + ".join(f"`{n}`" for n in names) for names in SCHEDULER_IDS) + "). It reads "
+        "nothing else of theirs.", "", "| launcher | environment | variables |", "|---|---|---|"
+    ]
+    for env in ENVIRONMENTS:
+        if issubclass(env, LaunchedEnv):
+            names = ", ".join(f"`{name}`" for name in env.reads())
+            lines.append(f"| {env.launcher} | `{env.name}` | {names} |")
+    return lines
 
 
 def pages() -> dict[str, str]:

@@ -1,0 +1,98 @@
+"""Real `mpirun` and `mpiexec`: Open MPI's and MPICH's (Debian's openmpi-bin and mpich, installed
+here when missing and possible, else the tests skip saying so). Their processes find their ranks
+from the launcher's own variables and train as one job: a user's script with `tfdist.init()` ends
+with the weights of one worker on the global batch, the same on both ranks, and `tfdist train`
+learns digits as under `tfdist launch`. Horovod here has no MPI (gloo only): tfdist sets its
+rendezvous up from mpirun's ranks, as under srun."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.distribute.test_same_math import SCRIPT, assert_same_ranks, assert_same_weights, load
+from tests.distribute.test_same_math import single  # noqa: F401  (a fixture)
+from tests.helpers import TFDIST, reached, requires_horovod, run
+
+pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
+
+# The launchers as their users call them (Horovod's docs: `-bind-to none -map-by slot` so that
+# TensorFlow's threads are not bound to one core each).
+ROOT = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+LAUNCHERS = {
+    "openmpi": ("openmpi-bin", "mpirun.openmpi",
+                ["mpirun.openmpi", *ROOT, "-np", "2", "-bind-to", "none", "-map-by", "slot"]),
+    "mpich": ("mpich", "mpiexec.mpich", ["mpiexec.mpich", "-n", "2"]),
+}
+
+
+def launcher(name: str) -> list[str]:
+    """The command line that starts 2 processes; installs the Debian package when it is missing
+    (as tools/slurm/cluster.sh installs Slurm), or skips with the reason."""
+    package, binary, command = LAUNCHERS[name]
+    if shutil.which(binary) is None:
+        if os.geteuid() != 0 or shutil.which("apt-get") is None:
+            pytest.skip(f"{binary} is missing: `apt-get install {package}` (as root) adds it")
+        with open("/tmp/tfdist-tests-apt.lock", "w") as lock:  # one install at a time
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if shutil.which(binary) is None:
+                for step in (["apt-get", "update",
+                              "-q"], ["apt-get", "install", "-y", "-q", package]):
+                    done = subprocess.run(step, capture_output=True, text=True)
+                    if done.returncode != 0:
+                        pytest.skip(f"`{' '.join(step)}` failed: {done.stderr[-500:]}")
+    return command
+
+
+# A user's own script (tests/distribute/same_math_script.py: tfdist.init, rt.scope, rt.dataset,
+# model.fit), both Kerases, each engine under one launcher.
+@pytest.mark.parametrize("name,strategy,keras", [
+    ("openmpi", "multi_worker", 3),
+    pytest.param("mpich", "horovod", 2, marks=requires_horovod),
+])
+def test_a_users_script_trains_as_one_job(name, strategy, keras, single, tmp_path):  # noqa: F811
+    out = tmp_path / "w.npz"
+    r = run([*launcher(name), sys.executable, SCRIPT, strategy, out, keras], timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert_same_weights(single(keras), load(out), 2)  # 2 replicas: one worker's math
+    assert_same_ranks(load(out), load(f"{out}.rank1.npz"))
+
+
+@pytest.mark.parametrize("name,strategy", [
+    ("mpich", "multi_worker"),
+    pytest.param("openmpi", "horovod", marks=requires_horovod),
+])
+def test_tfdist_train_learns_digits_as_two_ranks(name, strategy, tmp_path):
+    model_dir = tmp_path / "run"
+    r = run([
+        *launcher(name), TFDIST, "train", f"--strategy={strategy}", "--pipeline=digits",
+        f"--model_dir={model_dir}"
+    ],
+            timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert (metrics["strategy"], metrics["world_size"], metrics["num_replicas"]) == (strategy, 2, 2)
+    # The bound of the same run under `tfdist launch` (test_strategies_learn.py).
+    assert reached(metrics["final"]["test_accuracy"], 0.95), metrics["final"]
+
+
+def test_tfdist_env_names_the_launcher_and_every_rank():
+    r = run([*launcher("openmpi"), TFDIST, "env", "--format=json", "--strategy=multi_worker"])
+    assert r.returncode == 0, r.stderr[-3000:]
+    decoder, text, ranks = json.JSONDecoder(), r.stdout.strip(), {}
+    while text:
+        one, end = decoder.raw_decode(text)
+        ranks[one["rank"]] = one
+        text = text[end:].strip()
+    assert sorted(ranks) == [0, 1]
+    workers = ranks[0]["tf_config"]["cluster"]["worker"]
+    for rank, one in ranks.items():
+        assert (one["environment"], one["world_size"], one["local_rank"]) == ("openmpi", 2, rank)
+        assert one["tf_config"]["cluster"]["worker"] == workers
+        assert one["tf_config"]["task"] == {"type": "worker", "index": rank}
