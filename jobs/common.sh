@@ -98,6 +98,23 @@ tfdist_job() {
                 "sbatch, or set PYTHON=/path/to/venv/bin/python (or TFDIST_BIN)."
     fi
     [[ $strategy == parameter_server ]] && strategy_args+=(--num_ps="${NUM_PS:-1}")
+    # An element of `tfdist sweep`'s job array: its MODEL_DIR and flags, from the sweep's file.
+    local -a element=()
+    if [[ -n ${TFDIST_SWEEP_DIR:-} ]]; then
+        [[ -n ${SLURM_ARRAY_TASK_ID:-} ]] ||
+            tfdist_die "TFDIST_SWEEP_DIR is set, but this job is not an array element."
+        local index=$((${TFDIST_SWEEP_OFFSET:-0} + SLURM_ARRAY_TASK_ID)) line
+        line=$("${tfdist[@]}" sweep element "$TFDIST_SWEEP_DIR" "$index") ||
+            tfdist_die "cannot read element $index of the sweep $TFDIST_SWEEP_DIR (above)."
+        eval "element=($line)"
+        MODEL_DIR=${element[0]}
+        element=("${element[@]:1}")
+        tfdist_log "sweep $TFDIST_SWEEP_DIR, element $index: ${element[*]}"
+        # Your command reads $MODEL_DIR (exported); tfdist train gets --model_dir below.
+        if [[ ${#command[@]} -gt 0 ]]; then
+            command+=("${element[@]}")
+        fi
+    fi
     if [[ ${#command[@]} -eq 0 ]]; then
         # Epochs, optimizer and rate: tfdist train's per-strategy defaults (parameter_server:
         # 20 epochs of Adam at 0.001) unless EPOCHS or flags after MODEL_DIR say otherwise.
@@ -106,7 +123,7 @@ tfdist_job() {
         [[ -n ${EPOCHS:-} ]] && command+=(--epochs="$EPOCHS")
         [[ -n ${BATCH_SIZE:-} ]] && command+=(--batch_size="$BATCH_SIZE")
         [[ -n ${CPU_DEVICES:-} ]] && command+=(--cpu_devices="$CPU_DEVICES")
-        command+=("${train_args[@]}")
+        command+=("${train_args[@]}" "${element[@]}")
     fi
 
     tfdist_log "Slurm job $SLURM_JOB_ID ${SLURM_JOB_NAME:-}, run $((${SLURM_RESTART_COUNT:-0} + 1))" \

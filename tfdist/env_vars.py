@@ -96,6 +96,14 @@ TASK_HOSTS = _var(
     "TFDIST_TASK_HOSTS", TFDIST, "",
     "Under a launcher that names only each process's rank: every rank's host, once exchanged "
     "(JSON), so that the processes a rank starts do not exchange again.")
+SWEEP_DIR = _var(
+    "TFDIST_SWEEP_DIR", TFDIST, "",
+    "`tfdist sweep`: the sweep's directory, given to every element of its job array "
+    "(`jobs/common.sh` reads the element's MODEL_DIR and flags from it).")
+SWEEP_OFFSET = _var(
+    "TFDIST_SWEEP_OFFSET", TFDIST, "0",
+    "`tfdist sweep`: element index = this + SLURM_ARRAY_TASK_ID (a sweep larger "
+    "than MaxArraySize is several arrays).")
 GPUS = _var(
     "TFDIST_GPUS", TFDIST, "", "`RANK:VALUE`, exported by `tfdist env --format=shell` beside the "
     "`CUDA_VISIBLE_DEVICES` it narrowed for task RANK, so that a later `tfdist.init()` takes "
@@ -156,5 +164,9 @@ SLURM_KEEP = _var("TFDIST_SLURM_KEEP", TOOLS, "0",
 SLURM_STARTED_BY = _var(
     "TFDIST_SLURM_STARTED_BY", TOOLS, "",
     "`tests`: the test fixture started the test Slurm cluster (and takes it down again).")
+KERAS3_TRY = _var(
+    "TFDIST_KERAS3_TRY", TOOLS, "0",
+    "`1`: `tools/keras3_releases.py` only: tfdist's Keras 3 corrections run on Keras code that "
+    "`tfdist.keras3.known_sources.RUN` does not list, to measure it. Not a user setting.")
 
 __all__ = ["EnvVar", "VARIABLES", "USER", "TFDIST", "TOOLS"]

@@ -14,6 +14,7 @@ COMMANDS = {
     "convert": ("tfdist.cli.convert", "pack images, arrays or a TFDS split into shards"),
     "doctor": ("tfdist.cli.doctor", "pre-flight checks: port, hosts, GPUs, TensorFlow, Horovod"),
     "scale": ("tfdist.cli.scale", "scaling study: one training at several sizes, table + plot"),
+    "sweep": ("tfdist.cli.sweep", "many trainings over a grid of settings as a Slurm job array"),
     "plan": ("tfdist.cli.plan", "memory per replica and batch per strategy, from the built model"),
 }
 

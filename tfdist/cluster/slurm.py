@@ -181,6 +181,13 @@ def cancelled(job_id: str) -> bool:
     return state == "CANCELLED" or (state == "COMPLETING" and reason == "None")
 
 
+def job_spec(environ: Mapping[str, str]) -> str:
+    """This job as scontrol names it: an array element as ARRAY_TASK (`tfdist sweep`), so that
+    requeueing it requeues the element and never the whole array; else the job id."""
+    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else first_of(environ, _JOB_ID)[1]
+
+
 class RequeueFailed(ClusterError):
     """`scontrol requeue` did not requeue the job (the run stays resumable by re-submitting)."""
 
@@ -190,24 +197,24 @@ def requeue(environ: Optional[Mapping[str, str]] = None) -> bool:
     an allocation); False, said in the log, outside a Slurm job. Raises RequeueFailed, with
     scontrol's own words, when scontrol is missing or fails."""
     environ = os.environ if environ is None else environ
-    job = first_of(environ, _JOB_ID)
-    if job is None:
+    if first_of(environ, _JOB_ID) is None:
         log.warning("not requeued: this process runs in no Slurm job (no SLURM_JOB_ID).")
         return False
-    if cancelled(job[1]):
+    job = job_spec(environ)
+    if cancelled(job):
         # scancel sends the SIGTERM a preemption sends, and Slurm requeues even a cancelled job.
         log.warning(
             "not requeued: Slurm job %s was cancelled (scancel); its checkpoint stays, "
-            "re-submit the same command to resume", job[1])
+            "re-submit the same command to resume", job)
         return False
     try:
-        result = subprocess.run(["scontrol", "requeue", job[1]], capture_output=True, text=True)
+        result = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True)
     except OSError as e:
-        raise RequeueFailed(f"`scontrol requeue {job[1]}` could not run ({e})") from e
+        raise RequeueFailed(f"`scontrol requeue {job}` could not run ({e})") from e
     if result.returncode != 0:
         said = (result.stderr or result.stdout).strip() or "no message"
-        raise RequeueFailed(f"`scontrol requeue {job[1]}` failed with status {result.returncode}: "
+        raise RequeueFailed(f"`scontrol requeue {job}` failed with status {result.returncode}: "
                             f"{said}. Submit with `#SBATCH --requeue`, or re-submit the job "
                             "yourself")
-    log.warning("requeued Slurm job %s; it resumes from the checkpoint when it runs again", job[1])
+    log.warning("requeued Slurm job %s; it resumes from the checkpoint when it runs again", job)
     return True

@@ -1,0 +1,203 @@
+"""tfdist sweep: many trainings that differ in a few settings, as one Slurm job array.
+
+  tfdist sweep DIR --grid='lr=0.01,0.1;batch_size=32,64' [--job=multi_worker] -- --epochs=30
+  tfdist sweep DIR --settings_file=settings.txt --sbatch='--nodes=2 --time=4:00:00'
+      -- python my_train.py --epochs=30      (one command line)
+  tfdist sweep status DIR [--sort=test_accuracy] [--plot] [--wait]
+  tfdist sweep resubmit DIR [--failed]
+
+Every element is a job of jobs/JOB.sbatch (any strategy, as many nodes as --sbatch asks) with its
+settings added as flags: to `tfdist train` (flags after `--` that start with `-`), or to your own
+command (after `--`). Its MODEL_DIR is DIR/runs/<its settings>, e.g. DIR/runs/lr=0.1,batch_size=32,
+its log DIR/logs/<array job>_<task>.out. DIR/sweep.json (written before anything is submitted)
+maps each element's index to its settings. Running the same command again resumes the sweep:
+finished elements are left alone, the others resume from their checkpoints. Preempted or at its
+time limit, an element checkpoints and requeues itself (not the array). More elements than the
+cluster's MaxArraySize are split into several arrays.
+
+status prints one line per element (settings, state, requeues, epochs, final metrics) and, with
+--plot, draws DIR/sweep.png (the metric against each setting). resubmit submits the elements that
+failed, stopped or were cancelled (and those never submitted, unless --failed). No command waits
+for the array unless --wait: then it prints a line whenever the counts change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from absl import flags
+
+from tfdist import env_vars
+from tfdist.cli.command import run_command
+from tfdist.errors import ConfigError
+
+FLAGS = flags.FLAGS
+JOBS = ("multi_worker", "horovod", "parameter_server", "mirrored")
+
+_GRID = flags.DEFINE_string(
+    "grid", None, "Every combination of these settings: NAME=V1,V2;NAME=V1,V2 (flags of tfdist "
+    "train or of your command, without the dashes).")
+_SETTINGS_FILE = flags.DEFINE_string(
+    "settings_file", None,
+    "Instead of --grid: one element per line, e.g. `--lr=0.1 --batch_size=32`.")
+_JOB = flags.DEFINE_enum("job", "multi_worker", JOBS,
+                         "The batch script each element runs: jobs/JOB.sbatch.")
+_SBATCH = flags.DEFINE_string(
+    "sbatch", "", "sbatch options for every element, e.g. '--nodes=2 --time=4:00:00 -p gpu' "
+    "(the script's #SBATCH lines otherwise).")
+_MAX_RUNNING = flags.DEFINE_integer("max_running",
+                                    None,
+                                    "At most this many elements run at once (%N).",
+                                    lower_bound=1)
+_WAIT = flags.DEFINE_boolean("wait", False, "Wait until no element is pending or running.")
+_FAILED = flags.DEFINE_boolean(
+    "failed", False, "resubmit: only the elements that failed, stopped or were cancelled.")
+_SORT = flags.DEFINE_string(
+    "sort", "test_accuracy", "status: sort by this final metric (best "
+    "first); '' keeps the sweep's order.")
+_PLOT = flags.DEFINE_boolean("plot", False, "status: draw DIR/sweep.png, --sort's metric against "
+                             "each setting.")
+_FORMAT = flags.DEFINE_enum("format", "table", ["table", "json"],
+                            "status: a table, or one JSON object per element (for scripts).")
+_POLL = flags.DEFINE_float("poll",
+                           15,
+                           "--wait: seconds between looks at Slurm's queue.",
+                           lower_bound=0.1)
+
+
+def jobs_dir() -> str:
+    given = os.environ.get(env_vars.JOBS_DIR.name)
+    return given or str(Path(__file__).resolve().parents[2] / "jobs")
+
+
+def main(argv: list[str]) -> None:
+    from tfdist.study import sweep as sw
+
+    args = argv[1:]
+    action = args[0] if args and args[0] in ("status", "resubmit", "element", "submit") else None
+    if action:
+        args = args[1:]
+    if not args:
+        raise ConfigError("Give the sweep's directory: tfdist sweep DIR --grid=... (see --help).")
+    directory, rest = args[0], args[1:]
+    if action == "element":
+        sweep = sw.load(directory)
+        model_dir, element_args = sw.element(sweep, directory, _index(rest))
+        print(shlex.join([model_dir, *element_args]))
+        return
+    if action == "status":
+        _refuse_extra(rest, "status")
+        _report(directory, final=True)
+        return
+    if action == "resubmit":
+        _refuse_extra(rest, "resubmit")
+        rows = sw.status(directory)
+        indices = sw.unfinished(rows, failed_only=_FAILED.value)
+        if not indices:
+            print(f"tfdist sweep: nothing to resubmit in {directory} ({sw.summary(rows)}).")
+            return
+        _submit(directory, sw.load(directory), indices)
+        return
+    _start(directory, rest)
+
+
+def _index(rest: list[str]) -> int:
+    if len(rest) != 1 or not rest[0].isdigit():
+        raise ConfigError("tfdist sweep element DIR INDEX: one element index.")
+    return int(rest[0])
+
+
+def _refuse_extra(rest: list[str], action: str) -> None:
+    if rest:
+        raise ConfigError(f"tfdist sweep {action} DIR takes no other arguments, got "
+                          f"{' '.join(rest)!r}.")
+
+
+def _start(directory: str, rest: list[str]) -> None:
+    from tfdist.study import sweep as sw
+
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    train_args, command = (rest, []) if rest and rest[0].startswith("-") else ([], rest)
+    if _GRID.value and _SETTINGS_FILE.value:
+        raise ConfigError("Give --grid or --settings_file, not both.")
+    if _GRID.value:
+        settings = sw.parse_grid(_GRID.value)
+    elif _SETTINGS_FILE.value:
+        settings = sw.parse_settings_file(_SETTINGS_FILE.value)
+    else:
+        raise ConfigError("What does the sweep vary? Give --grid='lr=0.01,0.1;batch_size=32,64' "
+                          "or --settings_file=FILE (one line of flags per element).")
+    plan = sw.new_sweep(settings, _JOB.value, train_args, command, shlex.split(_SBATCH.value))
+    if os.path.exists(os.path.join(directory, sw.SWEEP_FILE)):
+        sweep = sw.load(directory)
+        differs = sw.same_plan(sweep, plan)
+        if differs:
+            raise ConfigError(f"{directory} holds another sweep (its {differs} differ): "
+                              "give a new directory, or the same settings to resume this one.")
+        rows = sw.status(directory)
+        indices = sw.unfinished(rows)
+        print(f"tfdist sweep: {directory} exists ({sw.summary(rows)}): resuming.", flush=True)
+        if not indices:
+            _report(directory, final=_WAIT.value)
+            return
+    else:
+        sweep = plan
+        os.makedirs(directory, exist_ok=True)
+        sw.save(directory, sweep)  # the index -> settings mapping, before anything runs
+        indices = [e["index"] for e in sweep["elements"]]
+    _submit(directory, sweep, indices)
+
+
+def _submit(directory: str, sweep: dict, indices: list[int]) -> None:
+    from tfdist.study import sweep as sw
+
+    made = sw.submit(directory, sweep, indices, jobs_dir(), _MAX_RUNNING.value)
+    for s in made:
+        print(
+            f"tfdist sweep: submitted array {s['array_job']}: element(s) "
+            f"{sw.array_spec(s['indices'])} of {len(sweep['elements'])} "
+            f"(jobs/{sweep['job']}.sbatch; logs in {os.path.join(directory, 'logs')})",
+            flush=True)
+    print(f"tfdist sweep: `tfdist sweep status {directory}` shows how they do.", flush=True)
+    if _WAIT.value:
+        _report(directory, final=True)
+
+
+def _report(directory: str, final: bool) -> None:
+    from tfdist.study import sweep as sw
+
+    rows = sw.status(directory)
+    seen = None
+    while _WAIT.value and any(
+            r["state"] in ("pending", "running", "requeued", "completing", "configuring")
+            for r in rows):
+        line = sw.summary(rows)
+        if line != seen:
+            print(f"tfdist sweep: {time.strftime('%H:%M:%S')} {line}", flush=True)
+            seen = line
+        time.sleep(_POLL.value)
+        rows = sw.status(directory)
+    if _FORMAT.value == "json":
+        print(json.dumps(rows, indent=1), flush=True)
+    else:
+        print(sw.table(rows, _SORT.value or None), flush=True)
+        print(f"tfdist sweep: {sw.summary(rows)}", flush=True)
+    if _PLOT.value and _SORT.value:
+        png = os.path.join(directory, "sweep.png")
+        why_not = sw.plot(rows, _SORT.value, png)
+        print(f"tfdist sweep: wrote {png}" if why_not is None else f"tfdist sweep: no plot: "
+              f"{why_not}",
+              flush=True)
+    if final and _WAIT.value and any(r["state"] in ("failed", "cancelled", "stopped")
+                                     for r in rows):
+        sys.exit(1)
+
+
+def run(argv: list[str]) -> None:
+    run_command(main, argv, sys.modules[__name__])
