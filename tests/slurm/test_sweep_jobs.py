@@ -94,7 +94,9 @@ def test_a_sweep_runs_requeues_one_element_and_resubmits_a_failed_one(slurm, job
     }, done.stdout
     assert done.returncode == 1, done.stdout  # --wait: an element failed
     assert "#3 failed: status 1: " in done.stdout and "crashing on purpose" in done.stdout
-    # Element 0 requeued itself: its log holds two runs, the others one each.
+    # Element 0 requeued itself, the element and not the array: its log holds two runs, the
+    # others one each.
+    assert f"requeued Slurm job {array}_0;" in element_log(directory, 0)
     assert "(SLURM_RESTART_COUNT=1)" in element_log(directory, 0)
     assert all("SLURM_RESTART_COUNT=1" not in element_log(directory, i) for i in (1, 2, 3))
     runs = directory / "runs"
