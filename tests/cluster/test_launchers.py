@@ -17,6 +17,9 @@ from tfdist.cluster.launched import LaunchedEnv
 
 from tests.cluster.test_slurm import step
 
+# The cluster layer imports no TensorFlow: nothing here changes with its version.
+pytestmark = pytest.mark.default_stack
+
 LAUNCHED = [env for env in ENVIRONMENTS if issubclass(env, LaunchedEnv)]
 
 
@@ -176,28 +179,44 @@ def test_a_rank_that_never_comes_is_named(tmp_path):
 
 
 def _rank(args):
-    rank, size, host, directory = args
+    rank, hosts, directory = args
+    local = (hosts[:rank].count(hosts[rank]), hosts.count(hosts[rank]))
     environ = hydra(rank,
-                    size,
-                    local=(rank // 2, 2),
-                    host=host,
+                    len(hosts),
+                    local=local,
+                    host=hosts[rank],
                     TFDIST_RENDEZVOUS_ID="4242",
                     TFDIST_RENDEZVOUS_DIR=directory)
     cluster = detect(environ)
-    return cluster.rank, cluster.task_hosts, cluster.local_rank, environ[TASK_HOSTS]
+    roles = build_roles(cluster, "parameter_server", num_ps=2)
+    return cluster.rank, cluster.task_hosts, cluster.local_rank, environ[TASK_HOSTS], roles
 
 
-def test_ranks_on_several_nodes_exchange_their_hosts(tmp_path):
-    """Four processes, as mpiexec would start them round-robin on two nodes (its default): every
-    one learns every rank's host from the others, in rank order; the directory is removed."""
-    hosts = ["node-a", "node-b", "node-a", "node-b"]
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        results = pool.map(_rank, [(r, 4, h, str(tmp_path)) for r, h in enumerate(hosts)])
-    for rank, task_hosts, local_rank, exported in results:
+@pytest.mark.parametrize(
+    "hosts",
+    [
+        ["node-a", "node-b", "node-a", "node-b"],  # mpiexec's default: round-robin over 2 nodes
+        ["node-a", "node-a", "node-a", "node-b"],  # uneven: 3 ranks and 1
+        ["n1", "n2", "n3", "n4", "n5"],  # 5 nodes, one rank each
+    ],
+    ids=["round_robin", "uneven", "five_nodes"])
+def test_ranks_on_several_nodes_exchange_their_hosts(hosts, tmp_path):
+    """Real processes, as mpiexec would start them: every one learns every rank's host from the
+    others, in rank order, and builds the same parameter-server cluster; the directory is
+    removed."""
+    with multiprocessing.get_context("spawn").Pool(len(hosts)) as pool:
+        results = pool.map(_rank, [(r, hosts, str(tmp_path)) for r in range(len(hosts))])
+    specs = {json.dumps(roles.tf_config["cluster"], sort_keys=True) for *_, roles in results}
+    assert len(specs) == 1  # one cluster, seen alike by every rank
+    for rank, task_hosts, local_rank, exported, roles in results:
         assert task_hosts == tuple(hosts)
-        assert local_rank == rank // 2
+        assert local_rank == hosts[:rank].count(hosts[rank])
         # Exported for the processes the rank starts: they read it instead of exchanging again.
         assert json.loads(exported) == {"launch": "hydra-4242", "hosts": hosts}
+        assert roles.tf_config["task"]["type"] == ["chief", "ps", "ps", "worker", "worker"][rank]
+        host = roles.tf_config["cluster"][roles.tf_config["task"]["type"]][roles.tf_config["task"]
+                                                                           ["index"]]
+        assert host.split(":")[0] == hosts[rank]
     assert os.listdir(tmp_path) == []
 
 
