@@ -1,6 +1,6 @@
 """The launchers that name each process's rank but not where the others run (mpirun, mpiexec,
 flux run, jsrun): parsing their documented variables (faked here; Open MPI 4.1 and MPICH 4.0 as
-measured, FACTS.md), and the host exchange between real processes. Real mpirun runs:
+measured here), and the host exchange between real processes. Real mpirun runs:
 tests/distribute/test_mpirun.py."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ LAUNCHED = [env for env in ENVIRONMENTS if issubclass(env, LaunchedEnv)]
 
 
 def openmpi(rank, size=2, local=None, nodes=1, **extra):
-    """What Open MPI 4.1.4's mpirun gave rank 1 of 2 here (FACTS.md), for any rank and layout."""
+    """What Open MPI 4.1.4's mpirun gave rank 1 of 2 here (`env` under mpirun), for any rank and layout."""
     local_rank, local_size = local or (rank, size)
     return {
         "OMPI_COMM_WORLD_RANK": str(rank),

@@ -2,7 +2,7 @@
 `mpirun_rsh`, and HPE's PALS `mpiexec` (PBS Pro on Cray EX systems). Each gives its processes their
 rank, the world size and their rank on the node, read here; tfdist needs no MPI library.
 The variables are the ones each launcher documents (and, for Open MPI 4.1 and MPICH 4.0, the ones
-measured: FACTS.md)."""
+measured here by printing `env` under each)."""
 
 from __future__ import annotations
 
