@@ -24,7 +24,7 @@ LAUNCHED = [env for env in ENVIRONMENTS if issubclass(env, LaunchedEnv)]
 
 
 def openmpi(rank, size=2, local=None, nodes=1, **extra):
-    """What Open MPI 4.1.4's mpirun gave rank 1 of 2 here (`env` under mpirun), for any rank and layout."""
+    """What Open MPI 4.1.4's mpirun gave rank 1 of 2 here (its `env`), for any rank and layout."""
     local_rank, local_size = local or (rank, size)
     return {
         "OMPI_COMM_WORLD_RANK": str(rank),
