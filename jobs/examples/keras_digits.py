@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 
-import tfdist  # tfdist: first, so that TensorFlow loads with the Keras every strategy supports
+import tfdist  # tfdist: its runtime (anywhere among the imports; tf.keras stays your Keras)
 import tensorflow as tf
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split

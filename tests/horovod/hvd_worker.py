@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-import tfdist  # noqa: F401  (selects tf_keras before TensorFlow loads)
+import tfdist  # noqa: F401  (as a user script starts; the model below is tf_keras)
 from tfdist.cluster import build_roles, detect
 from tfdist.distribute import horovod_setup
 
