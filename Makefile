@@ -135,7 +135,7 @@ $(DOCS_STAMP): $(STAMP)
 	touch $@
 
 docs: $(DOCS_STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
 
 # Both stacks' lock files from their *.in: every package pip installs today, pinned.
 lock:
