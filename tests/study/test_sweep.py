@@ -180,3 +180,19 @@ def test_a_different_sweep_in_the_same_directory_is_named(tmp_path):
     assert sw.same_plan(a, sw.new_sweep([{"lr": "2"}], "multi_worker", [], [], [])) == "elements"
     with pytest.raises(ConfigError, match="not a sweep's directory"):
         sw.load(str(tmp_path))
+
+
+def test_the_plot_draws_the_metric_against_each_setting(tmp_path):
+    rows = [{
+        "settings": {
+            "lr": lr,
+            "model": m
+        },
+        "final": {
+            "test_accuracy": acc
+        }
+    } for lr, m, acc in [("0.01", "cnn", 0.9), ("0.1", "cnn", 0.95), ("1", "mlp", None)]]
+    png = tmp_path / "sweep.png"
+    assert sw.plot(rows, "test_accuracy", str(png)) is None
+    assert png.stat().st_size > 0
+    assert sw.plot(rows, "test_loss", str(png)) == "no element has a final test_loss yet"
