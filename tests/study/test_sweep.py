@@ -196,3 +196,11 @@ def test_the_plot_draws_the_metric_against_each_setting(tmp_path):
     assert sw.plot(rows, "test_accuracy", str(png)) is None
     assert png.stat().st_size > 0
     assert sw.plot(rows, "test_loss", str(png)) == "no element has a final test_loss yet"
+
+
+def test_a_setting_that_is_no_tfdist_train_flag_is_refused_before_anything_runs(tmp_path):
+    from tests.helpers import TFDIST, run
+
+    r = run([TFDIST, "sweep", tmp_path / "s", "--grid=lrr=0.1,1", "--", "--epochs=2", "--nometer"])
+    assert r.returncode == 2 and "lrr: not flag(s) of tfdist train" in r.stderr, r.stderr
+    assert not (tmp_path / "s").exists()  # nothing written, nothing submitted

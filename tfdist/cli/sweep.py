@@ -133,6 +133,8 @@ def _start(directory: str, rest: list[str]) -> None:
     else:
         raise ConfigError("What does the sweep vary? Give --grid='lr=0.01,0.1;batch_size=32,64' "
                           "or --settings_file=FILE (one line of flags per element).")
+    if not command:
+        _check_train_flags(settings, train_args)
     plan = sw.new_sweep(settings, _JOB.value, train_args, command, shlex.split(_SBATCH.value))
     if os.path.exists(os.path.join(directory, sw.SWEEP_FILE)):
         sweep = sw.load(directory)
@@ -152,6 +154,27 @@ def _start(directory: str, rest: list[str]) -> None:
         sw.save(directory, sweep)  # the index -> settings mapping, before anything runs
         indices = [e["index"] for e in sweep["elements"]]
     _submit(directory, sweep, indices)
+
+
+def _check_train_flags(settings: list[dict], train_args: list[str]) -> None:
+    """Every setting and flag names a flag of tfdist train: a typo fails here, not in every
+    element after it waited in the queue."""
+    from tfdist.cli import flags as tfdist_flags
+    from tfdist.cli import train as train_cli
+
+    known = {
+        f.name
+        for module in (train_cli, tfdist_flags)
+        for f in FLAGS.get_key_flags_for_module(module)
+    }
+    known |= {f"no{name}" for name in known}
+    given = {name for s in settings for name in s}
+    given |= {a.lstrip("-").split("=", 1)[0] for a in train_args if a.startswith("-")}
+    unknown = sorted(given - known)
+    if unknown:
+        raise ConfigError(f"{', '.join(unknown)}: not flag(s) of tfdist train (`tfdist train "
+                          "--help` lists them). For your own script's flags, give the script "
+                          "after `--`: tfdist sweep DIR --grid=... -- python my_train.py")
 
 
 def _submit(directory: str, sweep: dict, indices: list[int]) -> None:
