@@ -16,6 +16,8 @@ import sys
 
 import pytest
 
+from tfdist import env_vars
+
 from tests.distribute.test_same_math import SCRIPT, assert_same_ranks, assert_same_weights, load
 from tests.distribute.test_same_math import single  # noqa: F401  (a fixture)
 from tests.helpers import TFDIST, reached, requires_horovod, run
@@ -33,20 +35,27 @@ LAUNCHERS = {
 
 
 def launcher(name: str) -> list[str]:
-    """The command line that starts 2 processes; installs the Debian package when it is missing
-    (as tools/slurm/cluster.sh installs Slurm), or skips with the reason."""
+    """The command line that starts 2 processes. Installs the Debian package when it is missing
+    (as tools/slurm/cluster.sh installs Slurm); skips saying why where it cannot (not root)."""
     package, binary, command = LAUNCHERS[name]
     if shutil.which(binary) is None:
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
             pytest.skip(f"{binary} is missing: `apt-get install {package}` (as root) adds it")
-        with open("/tmp/tfdist-tests-apt.lock", "w") as lock:  # one install at a time
+        # The test Slurm cluster's lock: its `up` installs Slurm with apt-get under it at the
+        # start of `make test`, and two apt-gets at once fail on dpkg's own lock.
+        path = os.environ.get(env_vars.SLURM_LOCK.name, "/run/lock/tfdist-slurm.lock")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if shutil.which(binary) is None:
-                for step in (["apt-get", "update",
-                              "-q"], ["apt-get", "install", "-y", "-q", package]):
-                    done = subprocess.run(step, capture_output=True, text=True)
-                    if done.returncode != 0:
-                        pytest.skip(f"`{' '.join(step)}` failed: {done.stderr[-500:]}")
+            wait = ["-o", "DPkg::Lock::Timeout=600"]  # any other apt-get on the machine
+            for step in (["apt-get", *wait, "update",
+                          "-q"], ["apt-get", *wait, "install", "-y", "-q", package]):
+                if shutil.which(binary) is None:
+                    done = subprocess.run(step,
+                                          capture_output=True,
+                                          text=True,
+                                          env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+                    assert done.returncode == 0, f"`{' '.join(step)}`: {done.stderr[-500:]}"
     return command
 
 
