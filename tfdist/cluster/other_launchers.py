@@ -19,7 +19,7 @@ LAUNCHERS = (("a PMI process manager (not Hydra, PALS or Slurm's srun, which tfd
 
 def other_launcher(environ: Mapping[str, str]) -> Optional[str]:
     """How a launcher tfdist does not read started this process as one of several, e.g.
-    "Open MPI (mpirun): OMPI_COMM_WORLD_RANK=1 of OMPI_COMM_WORLD_SIZE=2"; None when none did."""
+    "a PMI process manager ...: PMI_RANK=1 of PMI_SIZE=2"; None when none did."""
     for name, size_var, rank_var in LAUNCHERS:
         size = environ.get(size_var, "")
         if size.isdigit() and int(size) > 1:

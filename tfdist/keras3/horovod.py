@@ -104,9 +104,10 @@ class DistributedKeras3Optimizer:
 
 
 def _tf_variable(var):
-    """The tf.Variable behind a Keras 3 variable (TensorFlow backend)."""
-    keras = keras3_loaded()
-    if keras is not None and isinstance(var, keras.Variable):
+    """The tf.Variable behind a Keras 3 variable (TensorFlow backend). By what it has, not by
+    class: in Keras 3.5 and 3.6 a layer's weights are not `keras.Variable`s (that is a subclass
+    of their class there), and reached Horovod unwrapped ('Variable' has no attribute 'ref')."""
+    if not hasattr(var, "ref") and hasattr(var, "value"):
         return var.value
     return var
 
