@@ -1,13 +1,17 @@
 """The test-suite tools of `make test` and `.ci/run`: tools/run_tests.py runs its three parts and
-returns the first failing part's status; tools/slowest_tests.py reads pytest's own JUnit XML."""
+returns the first failing part's status; tools/slowest_tests.py reads pytest's own JUnit XML;
+tools/keras3_releases.py picks the Keras releases to measure and reads each pytest run's output."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+
+import pytest
 
 from tests.helpers import REPO
 
@@ -109,3 +113,95 @@ def test_run_tests_runs_each_test_in_its_part_and_fails_with_the_first_failing_p
     finally:
         for path in reports.glob(f"{name}-*"):
             path.unlink()
+
+
+def keras3_releases():
+    """tools/keras3_releases.py as a module (its pure parts: no TensorFlow, no network)."""
+    spec = importlib.util.spec_from_file_location("keras3_releases",
+                                                  REPO / "tools" / "keras3_releases.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[spec.name]
+
+
+METADATA = textwrap.dedent("""\
+    Metadata-Version: 2.1
+    Name: tensorflow
+    Version: 2.18.1
+    Requires-Dist: absl-py >=1.0.0
+    Requires-Dist: keras-nlp ; extra == "nlp"
+    Requires-Dist: keras >=3.5.0
+    Requires-Dist: tensorboard <2.19,>=2.18
+""")
+LISTING = textwrap.dedent("""\
+    keras (3.15.1)
+    Available versions: 3.15.1, 3.15.0, 3.14.1, 3.14.0, 3.9.2, 3.9.0, 3.5.0, 3.4.1, 3.0.0, 2.15.0
+""")
+
+
+def test_keras3_releases_takes_the_newest_patch_of_each_minor_tensorflow_admits():
+    tool = keras3_releases()
+    requirement = tool.keras_requirement(METADATA)
+    assert str(requirement.specifier) == ">=3.5.0"
+    assert tool.newest_patches(LISTING, requirement) == ["3.5.0", "3.9.2", "3.14.1", "3.15.1"]
+    everything = ["3.0.0", "3.4.1", "3.5.0", "3.9.2", "3.14.1", "3.15.1"]
+    assert tool.newest_patches(LISTING, None) == everything
+    assert tool.keras_requirement("Requires-Dist: keras-nlp\n") is None
+
+
+def pytest_output(*sections, summary):
+    """A `pytest -q` output with these failure sections (test id, text) and summary line."""
+    parts = ["F.F" if sections else "..", "=" * 20 + " FAILURES " + "=" * 20]
+    parts += [f"{'_' * 10} {test} {'_' * 10}\n{text}" for test, text in sections]
+    parts += ["=" * 10 + " short test summary info " + "=" * 10]
+    parts += [f"FAILED tests/x.py::{test} - AssertionError: assert 1 == 0" for test, _ in sections]
+    return "\n".join(parts + [summary]) + "\n"
+
+
+UNKNOWN = ("tfdist.keras3.known_sources.KerasCorrectionUnknown: Keras 3.6.0 changed "
+           "`keras.src.backend.tensorflow.trainer.TensorFlowTrainer._maybe_symbolic_build`, "
+           "which tfdist corrects so that ...; tfdist ran that correction on the code of Keras "
+           "3.8.0 only and does not patch code it has not run. Fix: ...")
+# A task's traceback in a test's report (`tfdist launch` prefixes each line with the rank), under
+# TensorFlow's heading: the error is the line after it.
+TRACEBACK = ("E   AssertionError: rank 0 exited 1:\nE     [0] Traceback (most recent call last):\n"
+             "E     [0] ValueError: in user code:\nE     [0]\n"
+             "E     [0]     ValueError: Attempt to convert a value (PerReplica:{...})\n"
+             "E   assert 1 == 0\ntests/x.py:12: AssertionError")
+
+
+@pytest.mark.parametrize(
+    "output,code,cell",
+    [
+        ("..\n2 passed in 95.31s (0:01:35)\n", 0, "passes"),
+        ("s\nSKIPPED [1] tests/horovod/x.py:9: Horovod is not installed\n1 skipped in 0.5s\n", 0,
+         "skipped: Horovod is not installed"),
+        (pytest_output(
+            ("test_a[3]", "E   AssertionError: " + UNKNOWN), summary="1 failed, 1 passed in 60.0s"),
+         1, "refused: KerasCorrectionUnknown, 1 of 2 passed"),
+        (pytest_output(("test_b", "tfdist train: error: Keras 3.8.0's `fit` takes no distributed "
+                        "dataset (a DistributedDatasetsFromFunction, ...)"),
+                       summary="1 failed in 30.2s"), 1, "refused: DistributedInputUnsupported"),
+        (pytest_output(("test_c", TRACEBACK), summary="1 failed, 1 passed in 70.0s"), 1,
+         "fails: ValueError: Attempt to convert a value (PerReplica:{...}), 1 of 2 passed"),
+        # A refusal beside a failure of another kind: the failure is what the group says.
+        (pytest_output(("test_a", UNKNOWN), ("test_c", TRACEBACK), summary="2 failed in 9.0s"), 1,
+         "fails: ValueError: Attempt to convert a value (PerReplica:{...}); also refused: "
+         "KerasCorrectionUnknown"),
+        ("ERROR: not found: /work/tests/x.py::test_gone\nno tests ran in 0.01s\n", 4,
+         "fails: ERROR: not found: /work/tests/x.py::test_gone"),
+    ],
+    ids=[
+        "passed", "skipped", "refused", "refused-by-the-cli", "failed", "refused-and-failed",
+        "no-such-test"
+    ])
+def test_keras3_releases_reads_a_pytest_output_as_passed_failed_or_refused(output, code, cell):
+    assert keras3_releases().classify(output, code).cell() == cell
+
+
+def test_keras3_releases_names_the_functions_a_refusal_names():
+    verdict = keras3_releases().classify(
+        pytest_output(("test_a", UNKNOWN), summary="1 failed in 1.0s"), 1)
+    assert (verdict.kind, verdict.refused) == ("refused", ("KerasCorrectionUnknown", ))
+    assert verdict.functions == ("TensorFlowTrainer._maybe_symbolic_build", )

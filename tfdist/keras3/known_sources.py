@@ -9,15 +9,18 @@ replicas, multi-worker mode), and Keras's own code runs everywhere else.
 RUN records the releases each source was run on (the tests of tests/keras3/ and tests/horovod/
 on those releases). `python tools/keras3_sources.py` reads every Keras 3 release's wheel from
 PyPI and prints each corrected function's hash. It marks the hashes RUN knows, so a new release
-shows at once which corrections it needs run. Releases that share a source share its entry:
-e.g. `reduce_per_replica` has one source from Keras 3.3 to 3.15.
+shows at once which corrections it needs run; `python tools/keras3_releases.py` runs them (with
+TFDIST_KERAS3_TRY=1 where the code is new to RUN) and prints the lines to add. Releases that share
+a source share its entry: e.g. `reduce_per_replica` has one source from Keras 3.3 to 3.15.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 
+from tfdist.env_vars import KERAS3_TRY
 from tfdist.errors import TfdistError
 
 # Each corrected function -> {its source's hash: the Keras releases tfdist ran the correction on}.
@@ -54,8 +57,12 @@ def source_hash(function) -> str:
 
 
 def known(name: str, function) -> bool:
-    """True when `function` (None: this Keras has no such function) is code RUN knows as `name`."""
-    return function is not None and source_hash(function) in RUN[name]
+    """True when `function` (None: this Keras has no such function) is code RUN knows as `name`,
+    or any code of a function this Keras has under TFDIST_KERAS3_TRY=1, which
+    tools/keras3_releases.py sets to measure a release RUN does not list (not a user setting)."""
+    if function is None:
+        return False
+    return source_hash(function) in RUN[name] or os.environ.get(KERAS3_TRY.name) == "1"
 
 
 def releases_run(*names: str) -> list[str]:
