@@ -197,9 +197,7 @@ def _report(directory: str, final: bool) -> None:
 
     rows = sw.status(directory)
     seen = None
-    while _WAIT.value and any(
-            r["state"] in ("pending", "running", "requeued", "completing", "configuring")
-            for r in rows):
+    while _WAIT.value and any(r["state"].upper() in sw.ACTIVE for r in rows):
         line = sw.summary(rows)
         if line != seen:
             print(f"tfdist sweep: {time.strftime('%H:%M:%S')} {line}", flush=True)

@@ -11,7 +11,6 @@ a rank starts, and a second `detect()` in the same process, read it instead of e
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import time
@@ -21,6 +20,7 @@ from typing import Optional
 
 from tfdist import env_vars
 from tfdist.cluster.errors import ClusterError
+from tfdist.files import replacing
 
 DIR = env_vars.RENDEZVOUS_DIR.name
 TIMEOUT = env_vars.RENDEZVOUS_TIMEOUT.name
@@ -92,10 +92,9 @@ def _known(environ: Mapping[str, str], launch_id: str, size: int) -> Optional[tu
 
 
 def _write(path: Path, text: str) -> None:
-    # Written whole, then renamed: a rank polling the directory never reads half a name.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    # Whole or absent: a rank polling the directory never reads half a name.
+    with replacing(str(path)) as tmp:
+        Path(tmp).write_text(text)
 
 
 def _remove_stale(root: Path, keep: Path) -> None:

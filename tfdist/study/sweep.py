@@ -164,7 +164,7 @@ def element(sweep: dict[str, Any], directory: str, index: int) -> tuple[str, lis
         raise ConfigError(f"Element {index} is not in the sweep {directory}, which has "
                           f"{len(listed)} (0..{len(listed) - 1}).")
     e = listed[index]
-    return run_dir(directory, e), [f"--{k}={v}" for k, v in e["settings"].items()]
+    return run_dir(directory, e), Element(index, tuple(e["settings"].items())).args
 
 
 def run_dir(directory: str, e: dict[str, Any]) -> str:
