@@ -12,7 +12,8 @@ A group where tfdist refused the release's code as code it does not know (KerasC
 runs again with TFDIST_KERAS3_TRY=1, which lets the corrections run on it, to measure them there.
 The table says both, with each group's wall time; then the corrected functions whose source
 known_sources.RUN does not know, and the RUN lines that the measurements justify (code whose
-every group passed when tried). Each pytest output is kept in build/keras3-releases/logs/.
+every group passed when tried). Each pytest output is kept in build/keras3-releases/logs/, named
+by the venv's TensorFlow and the Keras release (`tf2.18.1-3.8.0-multi_worker-user.log`).
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ GROUP_TIMEOUT = 3600  # seconds: pytest's own timeout (setup.cfg) stops a single
 # tfdist's refusals that a Keras release can cause: a name -> the pattern of its message, as a
 # traceback prints it (`...KerasCorrectionUnknown: ...`) or `tfdist COMMAND: error: ...` does.
 REFUSALS = {
-    "KerasCorrectionUnknown": r"KerasCorrectionUnknown: |tfdist does not patch code it has not run",
+    "KerasCorrectionUnknown": r"KerasCorrectionUnknown: |does not patch code it has not run",
     "DistributedInputUnsupported": r"DistributedInputUnsupported: |takes no distributed dataset",
+    "KerasReplicaLossUnscaled": r"KerasReplicaLossUnscaled: |adds up the gradients of the",
     "KerasVersionError": r"KerasVersionError: |model\.fit was not measured under",
 }
 UNKNOWN_CODE = "KerasCorrectionUnknown"  # the refusal that TFDIST_KERAS3_TRY lifts
@@ -93,6 +95,7 @@ print(json.dumps({
 MODULES = {  # the Keras module of each function in RUN
     "TensorFlowTrainer._maybe_symbolic_build": "keras.src.backend.tensorflow.trainer",
     "reduce_per_replica": "keras.src.backend.tensorflow.trainer",
+    "is_tf_dataset": "keras.src.trainers.data_adapters",
     "LossScaleOptimizer.check_finite": "keras.src.optimizers.loss_scale_optimizer",
     "LossScaleOptimizer._tf_apply": "keras.src.optimizers.loss_scale_optimizer",
     "LossScaleOptimizer.apply": "keras.src.optimizers.loss_scale_optimizer",
@@ -292,7 +295,8 @@ def run_group(version: str,
               reuse: bool = False) -> tuple[Verdict, float]:
     """The group's pytest run on this release; with `reuse`, the one kept in BUILD/logs if any."""
     mode = "tried" if try_unknown else "user"
-    name = f"{version}-{re.sub(r'[^a-z0-9]+', '_', group.lower()).strip('_')}-{mode}"
+    tf = importlib.metadata.version("tensorflow")
+    name = f"tf{tf}-{version}-{re.sub(r'[^a-z0-9]+', '_', group.lower()).strip('_')}-{mode}"
     log, record = BUILD / "logs" / f"{name}.log", BUILD / "logs" / f"{name}.json"
     if reuse and log.exists() and record.exists():
         output, ran = log.read_text(), json.loads(record.read_text())

@@ -31,6 +31,7 @@ from tfdist.keras3.known_sources import RUN  # noqa: E402 (no TensorFlow, no Ker
 MODULES = {
     "TensorFlowTrainer._maybe_symbolic_build": "keras/src/backend/tensorflow/trainer.py",
     "reduce_per_replica": "keras/src/backend/tensorflow/trainer.py",
+    "is_tf_dataset": "keras/src/trainers/data_adapters/__init__.py",
     "LossScaleOptimizer.check_finite": "keras/src/optimizers/loss_scale_optimizer.py",
     "LossScaleOptimizer._tf_apply": "keras/src/optimizers/loss_scale_optimizer.py",
     "LossScaleOptimizer.apply": "keras/src/optimizers/loss_scale_optimizer.py",

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO
-from tfdist.keras3.known_sources import RUN, releases_run
+from tfdist.keras3.known_sources import RUN, releases_run, source_hash
 
 
 def test_every_entry_is_a_hash_and_the_releases_it_was_run_on():
@@ -30,7 +30,8 @@ def test_the_wheel_reader_hashes_as_inspect_does(tmp_path):
     keras_dir = Path(importlib.util.find_spec("keras").submodule_search_locations[0])
     with zipfile.ZipFile(tmp_path / "keras-3.15.1-py3-none-any.whl", "w") as wheel:
         for module in ("src/backend/tensorflow/trainer.py",
-                       "src/optimizers/loss_scale_optimizer.py"):
+                       "src/optimizers/loss_scale_optimizer.py",
+                       "src/trainers/data_adapters/__init__.py"):
             wheel.write(keras_dir / module, f"keras/{module}")
     out = subprocess.run([
         sys.executable,
@@ -85,3 +86,70 @@ def test_a_keras_that_takes_no_distributed_dataset_says_so(monkeypatch):
     monkeypatch.setattr(data_adapters, "is_tf_dataset", lambda x: False)
     with pytest.raises(DistributedInputUnsupported, match=r"takes no distributed dataset.*3\.9"):
         model.fit(dataset, epochs=1, verbose=0)
+
+
+def keras38_is_tf_dataset(tmp_path):
+    """Keras 3.0-3.8's `is_tf_dataset`: the installed (3.9+) one less the single name 3.9 added,
+    loaded from a file so that its source is what inspect reads (its hash is RUN's for 3.0-3.8)."""
+    import inspect
+
+    from keras.src.trainers import data_adapters
+
+    source = inspect.getsource(
+        getattr(data_adapters.is_tf_dataset, "__wrapped__", data_adapters.is_tf_dataset))
+    line = '                "DistributedDatasetsFromFunction",\n'
+    assert line in source
+    path = tmp_path / "keras38_adapters.py"
+    path.write_text(source.replace(line, ""))
+    spec = importlib.util.spec_from_file_location("keras38_adapters", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert source_hash(module.is_tf_dataset) in RUN["is_tf_dataset"]
+    return module
+
+
+def distributed_dataset():
+    import tensorflow as tf
+
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    return strategy, strategy.distribute_datasets_from_function(
+        lambda context: tf.data.Dataset.from_tensors(([[1.0]], [[1.0]])))
+
+
+def test_keras_before_3_9_takes_the_dataset_rt_dataset_returns(tmp_path, monkeypatch):
+    """Keras 3.0-3.8 differ from 3.9 in their data adapters by one class name: corrected, their
+    `is_tf_dataset` accepts a DistributedDatasetsFromFunction, and fit trains on it (here the
+    installed Keras with 3.8's function in place). Other input is judged as before."""
+    import keras
+    from keras.src.trainers import data_adapters
+
+    from tfdist.keras3.distributed_input import accept_datasets_from_function
+
+    module = keras38_is_tf_dataset(tmp_path)
+    strategy, dataset = distributed_dataset()
+    original = module.is_tf_dataset
+    assert not original(dataset)
+    accept_datasets_from_function(module)
+    accept_datasets_from_function(module)  # once
+    assert module.is_tf_dataset.__wrapped__ is original
+    assert module.is_tf_dataset(dataset)
+    assert not module.is_tf_dataset([[1.0]])
+    monkeypatch.setattr(data_adapters, "is_tf_dataset", module.is_tf_dataset)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((1, )), keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+    history = model.fit(dataset, epochs=1, steps_per_epoch=1, verbose=0)
+    assert len(history.history["loss"]) == 1
+
+
+def test_is_tf_dataset_code_tfdist_does_not_know_is_left_alone(tmp_path):
+    from tfdist.keras3.distributed_input import accept_datasets_from_function
+
+    path = tmp_path / "other_adapters.py"
+    path.write_text("def is_tf_dataset(x):\n    return False  # some future Keras\n")
+    spec = importlib.util.spec_from_file_location("other_adapters", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    original = module.is_tf_dataset
+    accept_datasets_from_function(module)
+    assert module.is_tf_dataset is original

@@ -13,14 +13,22 @@ from tfdist import import_hooks
 
 TRAINER = "keras.src.backend.tensorflow.trainer"  # Keras 3's TensorFlow fit/evaluate/predict
 LOSS_SCALE = "keras.src.optimizers.loss_scale_optimizer"  # mixed_float16's LossScaleOptimizer
+ADAPTERS = "keras.src.trainers.data_adapters"  # which inputs fit, evaluate and predict take
 
 
 def _correct_trainer(trainer) -> None:
-    from tfdist.keras3 import distributed_input, multi_worker, parameter_server
+    from tfdist.keras3 import distributed_input, multi_worker, parameter_server, replica_loss
 
     multi_worker.apply(trainer)
     parameter_server.apply(trainer)
     distributed_input.apply(trainer)
+    replica_loss.apply(trainer)
+
+
+def _correct_adapters(module) -> None:
+    from tfdist.keras3 import distributed_input
+
+    distributed_input.accept_datasets_from_function(module)
 
 
 def _correct_loss_scale(module) -> None:
@@ -30,7 +38,11 @@ def _correct_loss_scale(module) -> None:
 
 
 # Keras module -> the correction applied to it once executed.
-CORRECTIONS = {TRAINER: _correct_trainer, LOSS_SCALE: _correct_loss_scale}
+CORRECTIONS = {
+    TRAINER: _correct_trainer,
+    LOSS_SCALE: _correct_loss_scale,
+    ADAPTERS: _correct_adapters
+}
 
 
 def install() -> None:

@@ -28,9 +28,12 @@ RUN = {
     # keras.src.backend.tensorflow.trainer
     "TensorFlowTrainer._maybe_symbolic_build": {
         "92a504f5eba9b29f": ("3.15.1", ),  # the source of 3.11 to 3.15
-        # 3.7 to 3.10: run on 3.8.0 with TensorFlow 2.18.1 (tests/keras3/test_multi_worker.py, a
-        # BatchNormalization model's statistics; rt.dataset needs Keras >= 3.9: distributed_input)
-        "181752273e37d689": ("3.8.0", ),
+        "181752273e37d689": ("3.8.0", ),  # 3.7 to 3.10
+    },
+    # keras.src.trainers.data_adapters (tfdist.keras3.distributed_input)
+    "is_tf_dataset": {
+        "e8d15366aabb183a": ("3.8.0", ),  # 3.0 to 3.8
+        "63a19bf724ffe56c": ("3.15.1", ),  # 3.9 to 3.15: accepts the dataset already
     },
     "reduce_per_replica": {
         "2e7d54b1e6edc29a": ("3.8.0", "3.15.1"),  # 3.3 to 3.15
