@@ -47,6 +47,7 @@ GROUPS = {
         "tests/distribute/test_layer_statistics.py::"
         "test_keras3_multi_worker_statistics_are_the_mean_of_every_workers",
     ],
+    "mirrored": ["tests/distribute/test_same_math.py::test_mirrored_two_logical_cpus[3]"],
     "parameter_server": ["tests/keras3/test_parameter_server.py"],
     "horovod": ["tests/horovod/test_horovod_keras3.py"],
     "mixed precision (2 replicas)": [

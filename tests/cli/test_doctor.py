@@ -278,7 +278,7 @@ def test_unknown_skip_fails_at_parse_time():
     r = run_doctor({}, "--skip=firewall")
     assert r.returncode != 0
     assert "--skip takes names of checks: cluster, port, hosts, network, gpus, model_dir, " \
-        "tensorflow, horovod" in r.stderr
+        "tensorflow, keras, horovod" in r.stderr
 
 
 def test_tensorflow_timeout_is_a_problem(tmp_path):
@@ -423,6 +423,35 @@ def test_check_tensorflow(probe, gpus, status, text):
     assert result.status == status and text in result.message
 
 
+KERAS3 = dict(TF_OK,
+              tf_dot_keras="Keras 3.15.1",
+              keras3="3.15.1",
+              keras3_unknown=[],
+              keras3_sums_replicas=False)
+
+
+@pytest.mark.parametrize("probe,status,text", [
+    (KERAS3, "ok", "Keras 3.15.1: tfdist's corrections were run on its code"),
+    (dict(KERAS3, keras3="3.7.0", keras3_sums_replicas=True), "warn",
+     "Keras 3.7.0: it adds up the gradients of several replicas"),
+    (dict(KERAS3, keras3="3.7.0",
+          keras3_sums_replicas=True), "warn", "Fix: pip install 'keras==3.15.1'"),
+    (dict(KERAS3, keras3="3.16.0", keras3_unknown=["reduce_per_replica"]), "warn",
+     "were not run on its `keras.src.backend.tensorflow.trainer.reduce_per_replica`, so a "
+     "Keras 3 model stops with KerasCorrectionUnknown"),
+    (dict(KERAS3, keras3="3.4.1", keras3_sums_replicas=True, tf_dot_keras="tf-keras 2.16.0"),
+     "info", "tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1): its models are not affected"),
+    (dict(TF_OK), "info", "Keras 3 is not installed"),
+    (dict(TF_OK, keras3_error="ImportError: x"), "warn", "Keras 3 does not import: ImportError"),
+    ({
+        "tensorflow_error": "ImportError: x"
+    }, "skip", "TensorFlow did not load"),
+])
+def test_check_keras3(probe, status, text):
+    result = doctor.check_keras3(probe)
+    assert result.status == status and text in result.message, result.message
+
+
 # --- with TensorFlow loaded in doctor's child process ----------------------------------------
 
 
@@ -432,6 +461,11 @@ def test_tensorflow_and_horovod_load(tmp_path):
     [tf_line] = lines(r, "tensorflow")
     assert tf_line.startswith(f"ok       tensorflow: TensorFlow {TF_MINOR}."), r.stdout
     assert f"tf.keras is tf-keras {TF_MINOR}." in tf_line
+    # The Keras 3 of both stacks' locks: its code is what the corrections were run on.
+    assert lines(r, "keras") == [
+        f"ok       keras: Keras {version('keras')}: tfdist's corrections were run on its "
+        "code; Keras 3 models train under every strategy"
+    ], r.stdout
     [hvd_line] = lines(r, "horovod")
     if "horovod_missing" in hvd_line or "not installed" in hvd_line:
         assert r.returncode == 1 and hvd_line.startswith("PROBLEM  horovod: Horovod is not")

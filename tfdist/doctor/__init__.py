@@ -17,11 +17,12 @@ from tfdist.doctor.placement import check_cluster, check_hosts, check_network, c
 from tfdist.doctor.probe import finish_probe, start_probe
 from tfdist.doctor.result import INFO, OK, PROBLEM, SKIP, WARN, Result
 from tfdist.doctor.rundir import check_model_dir
-from tfdist.doctor.software import check_horovod, check_tensorflow
+from tfdist.doctor.software import check_horovod, check_keras3, check_tensorflow
 from tfdist.errors import ConfigError
 
 # In the order they print: the fast ones first, while the TensorFlow probe runs beside them.
-CHECKS = ("cluster", "port", "hosts", "network", "gpus", "model_dir", "tensorflow", "horovod")
+CHECKS = ("cluster", "port", "hosts", "network", "gpus", "model_dir", "tensorflow", "keras",
+          "horovod")
 
 
 def run_checks(strategy: str = "auto",
@@ -45,7 +46,7 @@ def run_checks(strategy: str = "auto",
         report(result)
 
     probe = None
-    if "tensorflow" not in skip or "horovod" not in skip:
+    if "tensorflow" not in skip or "horovod" not in skip:  # keras: only beside one of them
         probe = start_probe()  # runs while the quick checks below do
     try:
         result, cluster, roles = check_cluster(strategy, num_ps, evaluator, port)
@@ -77,6 +78,8 @@ def run_checks(strategy: str = "auto",
             probe = None
             if "tensorflow" not in skip:
                 add(check_tensorflow(findings, gpus))
+            if "keras" not in skip:
+                add(check_keras3(findings))
             if "horovod" not in skip:
                 add(check_horovod(findings, roles.strategy if roles else strategy))
             notes = [] if "gpus" in skip else gpu_notes(findings,
@@ -102,7 +105,7 @@ def summary(results: list[Result]) -> str:
 
 __all__ = [
     "CHECKS", "INFO", "OK", "PROBLEM", "SKIP", "WARN", "Result", "check_cluster", "check_gpus",
-    "check_horovod", "check_hosts", "check_network", "check_model_dir", "check_port",
-    "check_tensorflow", "finish_probe", "gpus_requested", "gpus_seen", "run_checks", "start_probe",
-    "summary"
+    "check_horovod", "check_hosts", "check_keras3", "check_network", "check_model_dir",
+    "check_port", "check_tensorflow", "finish_probe", "gpus_requested", "gpus_seen", "run_checks",
+    "start_probe", "summary"
 ]

@@ -77,6 +77,7 @@ def _findings() -> dict[str, Any]:
     except BaseException as e:
         out["tensorflow_error"] = f"{type(e).__name__}: {e}"
         return out
+    out.update(_keras3())
     if importlib.util.find_spec("horovod") is None:
         out["horovod_missing"] = True
         return out
@@ -93,6 +94,27 @@ def _findings() -> dict[str, Any]:
     except BaseException as e:
         out["horovod_error"] = f"{type(e).__name__}: {e}"
     return out
+
+
+def _keras3() -> dict[str, Any]:
+    """Keras 3 (`import keras`, beside tf-keras from TensorFlow 2.16 on): its version, the
+    corrected functions whose code tfdist did not run, whether it averages several replicas."""
+    import importlib.util
+
+    if importlib.util.find_spec("keras") is None:
+        return {}
+    try:
+        import keras
+
+        if not keras.__version__.startswith("3."):
+            return {}
+        from tfdist.keras3 import known_sources, replica_loss
+
+        return dict(keras3=keras.__version__,
+                    keras3_unknown=known_sources.unknown_here(),
+                    keras3_sums_replicas=not replica_loss.scales_loss())
+    except BaseException as e:
+        return dict(keras3_error=f"{type(e).__name__}: {e}")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,45 @@ def check_tensorflow(probe: Mapping[str, Any], gpus: int = 0) -> Result:
     return Result("tensorflow", OK, f"{versions}, {probe.get('tf_gpus', 0)} GPU(s) in TensorFlow")
 
 
+def check_keras3(probe: Mapping[str, Any]) -> Result:
+    """Keras 3 (`import keras`): whether tfdist trains its models under every strategy. A warning
+    where it would stop some (tfdist.keras3: replica_loss, known_sources) while tf.keras is Keras
+    3, information where tf.keras is tf-keras (the user's TF_USE_LEGACY_KERAS=1)."""
+    if "probe_error" in probe or "tensorflow_error" in probe:
+        return Result("keras", SKIP, "not checked: TensorFlow did not load (see above)")
+    if "keras3_error" in probe:
+        return Result(
+            "keras", WARN, f"Keras 3 does not import: {probe['keras3_error']}. Models "
+            "of tf-keras (`export TF_USE_LEGACY_KERAS=1`) are not affected.")
+    version = probe.get("keras3")
+    if not version:
+        return Result("keras", INFO, "Keras 3 is not installed: tf.keras is tf-keras")
+    from tfdist.keras3.known_sources import MODULES, RUN, releases_run  # TF-free
+
+    stops = []
+    if probe.get("keras3_sums_replicas"):
+        stops.append("it adds up the gradients of several replicas instead of averaging them "
+                     "(Keras averages from 3.8 on), so tfdist stops model.fit under several "
+                     "replicas (`mirrored` on several devices, `multi_worker`)")
+    unknown = probe.get("keras3_unknown", [])
+    if unknown:
+        names = ", ".join(f"`{MODULES[n]}.{n}`" for n in unknown)
+        stops.append(f"tfdist's corrections were not run on its {names}, so a Keras 3 model "
+                     "stops with KerasCorrectionUnknown where they would act")
+    if not stops:
+        return Result(
+            "keras", OK, f"Keras {version}: tfdist's corrections were run on its code; "
+            "Keras 3 models train under every strategy")
+    newest = releases_run(*RUN)[-1]
+    legacy = probe.get("tf_dot_keras", "").startswith("tf-keras")
+    return Result(
+        "keras", INFO if legacy else WARN, f"Keras {version}: " + "; ".join(stops) +
+        (". tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1): its models are not affected"
+         if legacy else "") + f". Fix: pip install 'keras=={newest}' (measured: "
+        "docs/compatibility.md#keras-3-releases), or build the model with tf-keras (`export "
+        "TF_USE_LEGACY_KERAS=1`).")
+
+
 def check_horovod(probe: Mapping[str, Any], strategy: str) -> Result:
     """horovod.tensorflow.keras imports: a problem under --strategy=horovod, else information."""
     needed = strategy == "horovod"

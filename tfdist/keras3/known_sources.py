@@ -17,6 +17,7 @@ a source share its entry: e.g. `reduce_per_replica` has one source from Keras 3.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import os
 
@@ -50,6 +51,16 @@ RUN = {
     },
 }
 
+# The Keras module of each function in RUN.
+MODULES = {
+    "TensorFlowTrainer._maybe_symbolic_build": "keras.src.backend.tensorflow.trainer",
+    "reduce_per_replica": "keras.src.backend.tensorflow.trainer",
+    "is_tf_dataset": "keras.src.trainers.data_adapters",
+    "LossScaleOptimizer.check_finite": "keras.src.optimizers.loss_scale_optimizer",
+    "LossScaleOptimizer._tf_apply": "keras.src.optimizers.loss_scale_optimizer",
+    "LossScaleOptimizer.apply": "keras.src.optimizers.loss_scale_optimizer",
+}
+
 
 class KerasCorrectionUnknown(TfdistError, RuntimeError):
     """This Keras 3 changed code that tfdist corrects: tfdist does not patch it blindly."""
@@ -66,6 +77,24 @@ def known(name: str, function) -> bool:
     if function is None:
         return False
     return source_hash(function) in RUN[name] or os.environ.get(KERAS3_TRY.name) == "1"
+
+
+def functions_here() -> dict:
+    """Each function of RUN as the Keras 3 of this process defines it (imported here; tfdist's
+    corrections unwrapped), None where this Keras has no such function."""
+    found = {}
+    for name, module in MODULES.items():
+        obj = importlib.import_module(module)
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+        found[name] = None if obj is None else inspect.unwrap(obj)
+    return found
+
+
+def unknown_here() -> list[str]:
+    """The functions of RUN whose code in this process's Keras 3 tfdist's corrections were not
+    run on, or that it lacks (what `tfdist doctor` reports)."""
+    return [name for name, function in functions_here().items() if not known(name, function)]
 
 
 def releases_run(*names: str) -> list[str]:
