@@ -38,7 +38,7 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from tfdist.env_vars import KERAS3_TRY  # noqa: E402
-from tfdist.keras3.known_sources import RUN  # noqa: E402 (no TensorFlow, no Keras)
+from tfdist.keras3.known_sources import MODULES, RUN  # noqa: E402 (no TensorFlow, no Keras)
 
 # The tests run on each release, by group (pytest node ids, from the repository's root).
 GROUPS = {
@@ -93,14 +93,6 @@ print(json.dumps({
     "tensorflow": tf.__version__,
     "hashes": {n: "absent" if f is None else source_hash(f) for n, f in found.items()}}))
 """
-MODULES = {  # the Keras module of each function in RUN
-    "TensorFlowTrainer._maybe_symbolic_build": "keras.src.backend.tensorflow.trainer",
-    "reduce_per_replica": "keras.src.backend.tensorflow.trainer",
-    "is_tf_dataset": "keras.src.trainers.data_adapters",
-    "LossScaleOptimizer.check_finite": "keras.src.optimizers.loss_scale_optimizer",
-    "LossScaleOptimizer._tf_apply": "keras.src.optimizers.loss_scale_optimizer",
-    "LossScaleOptimizer.apply": "keras.src.optimizers.loss_scale_optimizer",
-}
 # tests/helpers.py's clean_environ drops every TFDIST_* variable from the processes a test starts,
 # and keeps PYTHONPATH: the switch reaches them as a sitecustomize on the path, which sets it in
 # every Python process started under it.

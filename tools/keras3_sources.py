@@ -25,17 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tfdist.keras3.known_sources import RUN  # noqa: E402 (no TensorFlow, no Keras)
-
-# The module of each function in RUN.
-MODULES = {
-    "TensorFlowTrainer._maybe_symbolic_build": "keras/src/backend/tensorflow/trainer.py",
-    "reduce_per_replica": "keras/src/backend/tensorflow/trainer.py",
-    "is_tf_dataset": "keras/src/trainers/data_adapters/__init__.py",
-    "LossScaleOptimizer.check_finite": "keras/src/optimizers/loss_scale_optimizer.py",
-    "LossScaleOptimizer._tf_apply": "keras/src/optimizers/loss_scale_optimizer.py",
-    "LossScaleOptimizer.apply": "keras/src/optimizers/loss_scale_optimizer.py",
-}
+from tfdist.keras3.known_sources import MODULES, RUN  # noqa: E402 (no TensorFlow, no Keras)
 
 
 def key(version: str) -> tuple[int, ...]:
@@ -72,12 +62,14 @@ def wheel(version: str, wheels: Path) -> Path:
 def source_hashes(path: Path) -> dict[str, str]:
     """Each function of MODULES -> its source hash in the wheel at `path` ("absent": none)."""
     hashes, archive = {}, zipfile.ZipFile(path)
+    files = set(archive.namelist())
     for name, module in MODULES.items():
-        try:
-            text = archive.read(module).decode()
-        except KeyError:
+        stem = module.replace(".", "/")  # a module's file, or a package's __init__.py
+        found = [f for f in (f"{stem}.py", f"{stem}/__init__.py") if f in files]
+        if not found:
             hashes[name] = "absent"
             continue
+        text = archive.read(found[0]).decode()
         node: ast.AST = ast.parse(text)
         for part in name.split("."):
             node = next((n for n in ast.iter_child_nodes(node)

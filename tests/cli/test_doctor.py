@@ -439,8 +439,10 @@ KERAS3 = dict(TF_OK,
     (dict(KERAS3, keras3="3.16.0", keras3_unknown=["reduce_per_replica"]), "warn",
      "were not run on its `keras.src.backend.tensorflow.trainer.reduce_per_replica`, so a "
      "Keras 3 model stops with KerasCorrectionUnknown"),
-    (dict(KERAS3, keras3="3.4.1", keras3_sums_replicas=True, tf_dot_keras="tf-keras 2.16.0"),
-     "info", "tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1): its models are not affected"),
+    (dict(KERAS3, keras3="3.4.1", keras3_sums_replicas=True,
+          tf_dot_keras="tf-keras 2.16.0"), "info",
+     "tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1), whose models are not affected; for "
+     "Keras 3 models: pip install 'keras==3.15.1'"),
     (dict(TF_OK), "info", "Keras 3 is not installed"),
     (dict(TF_OK, keras3_error="ImportError: x"), "warn", "Keras 3 does not import: ImportError"),
     ({

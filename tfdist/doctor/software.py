@@ -80,13 +80,15 @@ def check_keras3(probe: Mapping[str, Any]) -> Result:
             "keras", OK, f"Keras {version}: tfdist's corrections were run on its code; "
             "Keras 3 models train under every strategy")
     newest = releases_run(*RUN)[-1]
-    legacy = probe.get("tf_dot_keras", "").startswith("tf-keras")
+    install = f"pip install 'keras=={newest}' (measured: docs/compatibility.md#keras-3-releases)"
+    if probe.get("tf_dot_keras", "").startswith("tf-keras"):
+        return Result(
+            "keras", INFO, f"Keras {version}: " + "; ".join(stops) + ". tf.keras is tf-keras "
+            f"here (TF_USE_LEGACY_KERAS=1), whose models are not affected; for Keras 3 models: "
+            f"{install}.")
     return Result(
-        "keras", INFO if legacy else WARN, f"Keras {version}: " + "; ".join(stops) +
-        (". tf.keras is tf-keras here (TF_USE_LEGACY_KERAS=1): its models are not affected"
-         if legacy else "") + f". Fix: pip install 'keras=={newest}' (measured: "
-        "docs/compatibility.md#keras-3-releases), or build the model with tf-keras (`export "
-        "TF_USE_LEGACY_KERAS=1`).")
+        "keras", WARN, f"Keras {version}: " + "; ".join(stops) + f". Fix: {install}, or build "
+        "the model with tf-keras (`export TF_USE_LEGACY_KERAS=1`).")
 
 
 def check_horovod(probe: Mapping[str, Any], strategy: str) -> Result:
