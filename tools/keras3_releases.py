@@ -38,7 +38,7 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from tfdist.env_vars import KERAS3_TRY  # noqa: E402
-from tfdist.keras3.known_sources import MODULES, RUN  # noqa: E402 (no TensorFlow, no Keras)
+from tfdist.keras3.known_sources import RUN  # noqa: E402 (no TensorFlow, no Keras)
 
 # The tests run on each release, by group (pytest node ids, from the repository's root).
 GROUPS = {
@@ -75,23 +75,20 @@ _EXCEPTION = re.compile(r"^(?:E\s+)?(?:\[\d+\]\s+)?((?:[A-Za-z_][\w.]*)?(?:Error
                         r"Unsupported|Failed|Timeout)|tfdist \w+: error): (.+)")
 
 # Run in a subprocess under the overlay: which Keras imports, and each corrected function's source
-# hash (taken before tfdist's import corrects them), as tfdist.keras3.known_sources computes it.
+# hash as Keras defines it (tfdist.keras3.known_sources.functions_here: corrections unwrapped).
 CHECK = r"""
 import json, os, sys
 os.environ.pop("TF_USE_LEGACY_KERAS", None)
 import keras
 import tensorflow as tf
-names, found = json.loads(sys.argv[1]), {}
-for name, module in names.items():
-    obj = __import__(module, fromlist=["_"])
-    for part in name.split("."):
-        obj = getattr(obj, part, None)
-    found[name] = obj
-from tfdist.keras3.known_sources import source_hash
+from tfdist.keras3.known_sources import functions_here, source_hash
+# Keras < 3.2's tf.keras (keras._tf_keras.keras) has no __version__: then its Model says which.
+tf_keras = getattr(tf.keras, "__version__", None) or (
+    keras.__version__ if tf.keras.Model is keras.Model else tf.keras.Model.__module__)
 print(json.dumps({
-    "keras": keras.__version__, "tf_keras": tf.keras.__version__, "file": keras.__file__,
+    "keras": keras.__version__, "tf_keras": tf_keras, "file": keras.__file__,
     "tensorflow": tf.__version__,
-    "hashes": {n: "absent" if f is None else source_hash(f) for n, f in found.items()}}))
+    "hashes": {n: "absent" if f is None else source_hash(f) for n, f in functions_here().items()}}))
 """
 # tests/helpers.py's clean_environ drops every TFDIST_* variable from the processes a test starts,
 # and keeps PYTHONPATH: the switch reaches them as a sitecustomize on the path, which sets it in
@@ -251,12 +248,11 @@ def overlay(version: str) -> Path:
 
 def check(version: str, path: Path) -> dict:
     """What a process under the overlay imports: the Keras asked for, or SystemExit."""
-    r = subprocess.run(
-        [sys.executable, "-c", CHECK, json.dumps(MODULES)],
-        env=environ(path, try_unknown=False, TF_CPP_MIN_LOG_LEVEL="3"),
-        capture_output=True,
-        text=True,
-        cwd=REPO)
+    r = subprocess.run([sys.executable, "-c", CHECK],
+                       env=environ(path, try_unknown=False, TF_CPP_MIN_LOG_LEVEL="3"),
+                       capture_output=True,
+                       text=True,
+                       cwd=REPO)
     if r.returncode != 0:
         raise SystemExit(f"Keras {version} from {path} does not import:\n{r.stderr[-3000:]}")
     found = json.loads(r.stdout.strip().splitlines()[-1])
