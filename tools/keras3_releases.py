@@ -65,6 +65,7 @@ REFUSALS = {
     "KerasCorrectionUnknown": r"KerasCorrectionUnknown: |does not patch code it has not run",
     "DistributedInputUnsupported": r"DistributedInputUnsupported: |takes no distributed dataset",
     "KerasReplicaLossUnscaled": r"KerasReplicaLossUnscaled: |adds up the gradients of the",
+    "OptimizerNotCheckpointable": r"OptimizerNotCheckpointable: |cannot be saved by tf.train.Check",
     "KerasVersionError": r"KerasVersionError: |model\.fit was not measured under",
 }
 UNKNOWN_CODE = "KerasCorrectionUnknown"  # the refusal that TFDIST_KERAS3_TRY lifts

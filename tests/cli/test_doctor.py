@@ -436,6 +436,10 @@ KERAS3 = dict(TF_OK,
      "Keras 3.7.0: it adds up the gradients of several replicas"),
     (dict(KERAS3, keras3="3.7.0",
           keras3_sums_replicas=True), "warn", "Fix: pip install 'keras==3.15.1'"),
+    (dict(KERAS3, keras3="3.0.5", keras3_sums_replicas=True, keras3_checkpoints=False), "warn",
+     "averaging them (Keras averages from 3.8 on), so tfdist stops model.fit under several "
+     "replicas (`mirrored` on several devices, `multi_worker`); tf.train.Checkpoint cannot save "
+     "its optimizers (it can from Keras 3.1 on)"),
     (dict(KERAS3, keras3="3.16.0", keras3_unknown=["reduce_per_replica"]), "warn",
      "were not run on its `keras.src.backend.tensorflow.trainer.reduce_per_replica`, so a "
      "Keras 3 model stops with KerasCorrectionUnknown"),

@@ -98,7 +98,8 @@ def _findings() -> dict[str, Any]:
 
 def _keras3() -> dict[str, Any]:
     """Keras 3 (`import keras`, beside tf-keras from TensorFlow 2.16 on): its version, the
-    corrected functions whose code tfdist did not run, whether it averages several replicas."""
+    corrected functions whose code tfdist did not run, whether it averages several replicas,
+    whether tf.train.Checkpoint can save its optimizers."""
     import importlib.util
 
     if importlib.util.find_spec("keras") is None:
@@ -110,9 +111,13 @@ def _keras3() -> dict[str, Any]:
             return {}
         from tfdist.keras3 import known_sources, replica_loss
 
+        import tensorflow as tf
+
         return dict(keras3=keras.__version__,
                     keras3_unknown=known_sources.unknown_here(),
-                    keras3_sums_replicas=not replica_loss.scales_loss())
+                    keras3_sums_replicas=not replica_loss.scales_loss(),
+                    keras3_checkpoints=isinstance(keras.optimizers.SGD(),
+                                                  tf.__internal__.tracking.Trackable))
     except BaseException as e:
         return dict(keras3_error=f"{type(e).__name__}: {e}")
 

@@ -70,6 +70,9 @@ def check_keras3(probe: Mapping[str, Any]) -> Result:
         stops.append("it adds up the gradients of several replicas instead of averaging them "
                      "(Keras averages from 3.8 on), so tfdist stops model.fit under several "
                      "replicas (`mirrored` on several devices, `multi_worker`)")
+    if probe.get("keras3_checkpoints") is False:
+        stops.append("tf.train.Checkpoint cannot save its optimizers (it can from Keras 3.1 on), "
+                     "so tfdist's checkpoints (a model_dir) stop")
     unknown = probe.get("keras3_unknown", [])
     if unknown:
         names = ", ".join(f"`{MODULES[n]}.{n}`" for n in unknown)

@@ -121,6 +121,25 @@ def describe_model(model) -> str:
     return f"{type(model).__name__} with {count} parameters"
 
 
+class OptimizerNotCheckpointable(ConfigError):
+    """This Keras's optimizer cannot be saved by tf.train.Checkpoint (Keras 3.0)."""
+
+
+def check_checkpointable(optimizer) -> None:
+    """The optimizer can be saved by tf.train.Checkpoint, or a ConfigError with the fix. Keras
+    3.0's optimizers cannot (they are Trackable from 3.1 on; measured with TensorFlow 2.16.2:
+    "`Checkpoint` was expecting optimizer to be a trackable object")."""
+    if isinstance(optimizer, tf.__internal__.tracking.Trackable):
+        return
+    import keras
+
+    raise OptimizerNotCheckpointable(
+        f"Keras {keras.__version__}'s optimizer ({type(optimizer).__name__}) cannot be saved by "
+        "tf.train.Checkpoint, which tfdist's checkpoints (model_dir) use: Keras makes its "
+        "optimizers trackable from 3.1 on. Fix: install a newer Keras (`pip install "
+        "'keras>=3.1'`), or build the model with tf-keras (`export TF_USE_LEGACY_KERAS=1`).")
+
+
 class TrainingCheckpoint(tf_keras.callbacks.Callback):
     """Save the training state at each epoch end (and every `save_steps` steps); restore it when
     training starts, continuing at the saved epoch and step. For tf-keras and Keras 3 models alike
@@ -169,6 +188,7 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
             # builds then, and the restore fills them as they are made (deferred).
             if not (keras3 and model.optimizer.built) and model.trainable_variables:
                 model.optimizer.build(model.trainable_variables)
+        check_checkpointable(model.optimizer)
         self._ckpt = tf.train.Checkpoint(model=model,
                                          optimizer=model.optimizer,
                                          epoch=self._epoch_var,

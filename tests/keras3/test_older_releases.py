@@ -1,7 +1,8 @@
-"""Keras 3 before 3.8 adds up the gradients of several replicas (tfdist.keras3.replica_loss): fit
-is refused there with the fix, and trains as before under one replica. The installed Keras (3.15.1
-on both stacks) is made to answer as 3.0-3.7 do (no `scale_loss_for_distribution`); the real
-releases are run by tools/keras3_releases.py (docs/compatibility.md#keras-3-releases)."""
+"""What older Keras 3 releases lack, refused with the fix: before 3.8 Keras adds up the gradients of
+several replicas (tfdist.keras3.replica_loss: fit is refused there and trains as before under one
+replica); before 3.1 its optimizers cannot be checkpointed (tfdist.train.checkpoint). The
+installed Keras (3.15.1 on both stacks) is made to answer as those releases do; the releases
+themselves are run by tools/keras3_releases.py (docs/compatibility.md#keras-3-releases)."""
 
 import types
 
@@ -46,3 +47,19 @@ def test_keras_before_3_8_trains_under_one_replica(monkeypatch):
     monkeypatch.setattr(replica_loss, "scales_loss", lambda: False)
     history = model().fit(np.ones((4, 1)), np.ones((4, 1)), epochs=1, verbose=0)
     assert len(history.history["loss"]) == 1
+
+
+def test_an_optimizer_tf_train_checkpoint_cannot_save_is_refused_with_the_fix():
+    import keras
+
+    from tfdist.train.checkpoint import OptimizerNotCheckpointable, check_checkpointable
+
+    check_checkpointable(keras.optimizers.Adam())  # Keras >= 3.1: trackable
+
+    class Adam:  # what Keras 3.0's optimizers are to tf.train.Checkpoint: not Trackable
+        pass
+
+    with pytest.raises(OptimizerNotCheckpointable,
+                       match=r"optimizer \(Adam\) cannot be saved by "
+                       r"tf.train.Checkpoint.*keras>=3\.1"):
+        check_checkpointable(Adam())
