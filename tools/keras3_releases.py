@@ -78,7 +78,7 @@ _EXCEPTION = re.compile(r"^(?:E\s+)?(?:\[\d+\]\s+)?((?:[A-Za-z_][\w.]*)?(?:Error
 # Run in a subprocess under the overlay: which Keras imports, and each corrected function's source
 # hash as Keras defines it (tfdist.keras3.known_sources.functions_here: corrections unwrapped).
 CHECK = r"""
-import json, os, sys
+import json, os
 os.environ.pop("TF_USE_LEGACY_KERAS", None)
 import keras
 import tensorflow as tf

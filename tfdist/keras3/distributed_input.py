@@ -25,7 +25,6 @@ from tfdist.keras3.known_sources import known
 
 _MARK = "_tfdist_distributed_input"
 DISTRIBUTED = ("DistributedDataset", "DistributedDatasetsFromFunction")
-ADAPTERS = "keras.src.trainers.data_adapters"  # the module of is_tf_dataset
 
 
 class DistributedInputUnsupported(ConfigError):

@@ -22,6 +22,7 @@ import inspect
 import os
 
 from tfdist.env_vars import KERAS3_TRY
+from tfdist.keras3.apply import ADAPTERS, LOSS_SCALE, TRAINER
 from tfdist.errors import TfdistError
 
 # Each corrected function -> {its source's hash: the Keras releases tfdist ran the correction on}.
@@ -51,14 +52,14 @@ RUN = {
     },
 }
 
-# The Keras module of each function in RUN.
+# The Keras module of each function in RUN (the modules tfdist.keras3.apply corrects).
 MODULES = {
-    "TensorFlowTrainer._maybe_symbolic_build": "keras.src.backend.tensorflow.trainer",
-    "reduce_per_replica": "keras.src.backend.tensorflow.trainer",
-    "is_tf_dataset": "keras.src.trainers.data_adapters",
-    "LossScaleOptimizer.check_finite": "keras.src.optimizers.loss_scale_optimizer",
-    "LossScaleOptimizer._tf_apply": "keras.src.optimizers.loss_scale_optimizer",
-    "LossScaleOptimizer.apply": "keras.src.optimizers.loss_scale_optimizer",
+    "TensorFlowTrainer._maybe_symbolic_build": TRAINER,
+    "reduce_per_replica": TRAINER,
+    "is_tf_dataset": ADAPTERS,
+    "LossScaleOptimizer.check_finite": LOSS_SCALE,
+    "LossScaleOptimizer._tf_apply": LOSS_SCALE,
+    "LossScaleOptimizer.apply": LOSS_SCALE,
 }
 
 
