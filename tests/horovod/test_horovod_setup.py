@@ -138,7 +138,7 @@ def test_rendezvous_check_in_and_a_missing_rank():
             t.start()
         for t in threads:
             t.join()
-        assert time.monotonic() - start < 10
+        assert time.monotonic() - start < 30  # timeout=2: ends, does not hang (loaded CI is slow)
         assert sorted(errors) == [0, 1]
         assert "rank(s) 2 of 3 (host(s) localhost) did not reach" in errors[0]
     finally:
@@ -196,7 +196,7 @@ def test_no_rendezvous_server_is_an_error_not_a_hang():
     start = time.monotonic()
     with pytest.raises(hs.HorovodSetupError, match=f"localhost:{port} did not answer within 1 s"):
         hs.check_in(cluster(1, ["localhost"] * 2), "localhost", port, timeout=1)
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 30  # timeout=1: ends, does not hang (loaded CI is slow)
 
 
 ALIASING = r"""
