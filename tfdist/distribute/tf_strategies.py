@@ -305,26 +305,35 @@ class ChiefTimeout(TfdistError, TimeoutError):
 
 
 class _ChiefWatch:
-    """Whether the chief's server was reachable and then is not: the chief has exited."""
+    """Whether the chief's server was reachable and then is not: the chief has exited.
 
-    def __init__(self, address: str, timeout: float):
-        self.address, self.timeout = address, timeout
+    A refused connection says so at once. A connection that times out may be a loaded machine
+    or a dead node: only `unreachable_for` seconds of nothing but timeouts say the chief is gone.
+    """
+
+    def __init__(self, address: str, timeout: float, unreachable_for: float = 60.0):
+        self.address, self.timeout, self.unreachable_for = address, timeout, unreachable_for
         self.seen, self.start = False, time.monotonic()
+        self.unreachable_since = None
 
     def finished(self) -> bool:
         host, port = self.address.rsplit(":", 1)
         try:
             with socket.create_connection((host, int(port)), timeout=2):
-                self.seen = True
+                self.seen, self.unreachable_since = True, None
                 return False
-        except OSError:
-            if self.seen:
-                return True
-            if time.monotonic() - self.start > self.timeout:
-                raise ChiefTimeout(
-                    f"The chief at {self.address} did not come up within "
-                    f"{self.timeout:.0f} s; is task 0 running? Check its log.") from None
-            return False
+        except ConnectionRefusedError:
+            gone = self.seen
+        except OSError:  # timed out, or no route: say so only once it lasts
+            now = time.monotonic()
+            self.unreachable_since = self.unreachable_since or now
+            gone = self.seen and now - self.unreachable_since >= self.unreachable_for
+        if gone:
+            return True
+        if not self.seen and time.monotonic() - self.start > self.timeout:
+            raise ChiefTimeout(f"The chief at {self.address} did not come up within "
+                               f"{self.timeout:.0f} s; is task 0 running? Check its log.")
+        return False
 
 
 def _training_cluster(roles) -> dict:
