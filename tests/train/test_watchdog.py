@@ -115,9 +115,10 @@ def test_a_frozen_rank_is_named(tmp_path):
     status, line = stall(tmp_path, [(1, frozen)])
     assert status == EXIT_STALLED
     # The seconds without a step are at least the limit; more when the machine is loaded (2 s seen).
-    assert re.match(r"stalled: no training step for [1-9]\d* s \(limit 1 s\)\. Stopped progressing: "
-                    r"rank 1 on node2 \(pid 99\) last seen at step 2: no heartbeat \(frozen, "
-                    r"stopped, or its node failed\)\. Waiting: rank 0 at step 3\.", line), line
+    assert re.match(
+        r"stalled: no training step for [1-9]\d* s \(limit 1 s\)\. Stopped progressing: "
+        r"rank 1 on node2 \(pid 99\) last seen at step 2: no heartbeat \(frozen, "
+        r"stopped, or its node failed\)\. Waiting: rank 0 at step 3\.", line), line
 
 
 def test_a_rank_that_never_published_is_named(tmp_path):
