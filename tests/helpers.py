@@ -203,6 +203,6 @@ def saved_model(model_dir, keras):
     """MODEL_DIR/model.keras loaded in this process by the Keras that saved it (2: tf-keras, 3:
     Keras 3), as a user would load it."""
     import tfdist  # noqa: F401  (before TensorFlow, as in a user's script)
-    from tfdist.keras3 import keras_module
+    from tfdist.keras_compat import keras_module
 
     return keras_module(int(keras)).models.load_model(os.path.join(model_dir, "model.keras"))

@@ -159,7 +159,7 @@ def pytest_output(*sections, summary):
     return "\n".join(parts + [summary]) + "\n"
 
 
-UNKNOWN = ("tfdist.keras3.known_sources.KerasCorrectionUnknown: Keras 3.6.0 changed "
+UNKNOWN = ("tfdist.keras_compat.known_sources.KerasCorrectionUnknown: Keras 3.6.0 changed "
            "`keras.src.backend.tensorflow.trainer.TensorFlowTrainer._maybe_symbolic_build`, "
            "which tfdist corrects so that ...; tfdist ran that correction on the code of Keras "
            "3.8.0 only and does not patch code it has not run. Fix: ...")

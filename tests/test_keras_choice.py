@@ -155,22 +155,3 @@ def _keras_file_config(path) -> str:
 
     with zipfile.ZipFile(path) as archive:
         return archive.read("metadata.json").decode()
-
-
-KERAS3_SCRIPT = """
-import tfdist, keras, numpy as np
-from tfdist.keras_check import guard_keras3_fit, KERAS3_ENGINES
-assert 'an_unmeasured_engine' not in KERAS3_ENGINES
-guard_keras3_fit('an_unmeasured_engine')
-model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
-model.compile(optimizer='sgd', loss='mse')
-model.fit(np.zeros((8, 4)), np.zeros((8, 2)), verbose=0)
-"""
-
-
-def test_keras3_fit_is_stopped_with_the_fix_where_it_does_not_work():
-    r = python(KERAS3_SCRIPT)
-    assert r.returncode != 0
-    assert "KerasVersionError: This model is a Keras 3." in r.stderr
-    assert "--strategy=an_unmeasured_engine" in r.stderr
-    assert "export TF_USE_LEGACY_KERAS=1" in r.stderr

@@ -4,21 +4,21 @@
 keras` or `import horovod.tensorflow.keras`. It keeps the Keras the script uses: `tf.keras` is
 what TensorFlow makes it (Keras 3 on TensorFlow >= 2.16, tf-keras where the user exported
 TF_USE_LEGACY_KERAS=1). It corrects Keras 3 where its TensorFlow trainer fails under a strategy
-(tfdist.keras3), binds Horovod's Keras API to tf.keras's Keras whichever was imported first
-(tfdist.distribute.horovod_keras), and quiets TensorFlow's start-up logging when it comes before
+(tfdist.keras_compat), binds Horovod's Keras API to tf.keras's Keras whichever was imported first
+(tfdist.keras_compat.horovod_binding), and quiets TensorFlow's start-up logging when it comes before
 TensorFlow (tfdist.logs; TFDIST_VERBOSE=1 shows everything).
 """
 
 from tfdist import logs as _logs
 from tfdist import tf_environ as _tf_environ
-from tfdist.distribute import horovod_keras as _horovod_keras
+from tfdist.keras_compat import horovod_binding as _horovod_binding
 from tfdist.errors import TfdistError  # noqa: F401  (the one error type to catch)
-from tfdist.keras3 import apply as _keras3
+from tfdist.keras_compat import apply as _keras_compat
 
 # Read when TensorFlow loads (if it has not yet): its C++ log level.
 _tf_environ.apply()
-_horovod_keras.install()
-_keras3.install()  # Keras 3's corrections (tfdist.keras3), whenever Keras is imported
+_horovod_binding.install()
+_keras_compat.install()  # Keras 3's corrections (tfdist.keras_compat), whenever Keras is imported
 _logs.setup()
 
 __version__ = "0.1.0"

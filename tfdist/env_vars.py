@@ -167,6 +167,6 @@ SLURM_STARTED_BY = _var(
 KERAS3_TRY = _var(
     "TFDIST_KERAS3_TRY", TOOLS, "0",
     "`1`: `tools/keras3_releases.py` only: tfdist's Keras 3 corrections run on Keras code that "
-    "`tfdist.keras3.known_sources.RUN` does not list, to measure it. Not a user setting.")
+    "`tfdist.keras_compat.known_sources.RUN` does not list, to measure it. Not a user setting.")
 
 __all__ = ["EnvVar", "VARIABLES", "USER", "TFDIST", "TOOLS"]

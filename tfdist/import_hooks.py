@@ -1,8 +1,8 @@
 """Run tfdist's code when another library's module executes, whatever the order of imports.
 
-tfdist corrects how a few modules of other libraries behave (Horovod's Keras API: bound to
-tf-keras, tfdist.distribute.horovod_keras; Keras 3's TensorFlow trainer under multi-worker mode,
-tfdist.keras3). `when_imported(name, around=..., after=...)` registers what to do; one finder on
+tfdist corrects how a few modules of other libraries behave (Horovod's Keras API bound to
+tf-keras; Keras 3's TensorFlow trainer under multi-worker mode: tfdist.keras_compat).
+`when_imported(name, around=..., after=...)` registers what to do; one finder on
 `sys.meta_path` wraps the named modules' own loaders, so the module is executed inside `around()`
 (a context manager) and handed to `after(module)` once executed. A module imported before tfdist
 is the caller's business (re-execute it, or correct it in place at once).

@@ -23,7 +23,6 @@ from tfdist.cluster import Cluster, Roles, build_roles, detect
 from tfdist.cluster.gpus import GpuPlan
 from tfdist.distribute import Engine, make_engine
 from tfdist.errors import ConfigError
-from tfdist.keras_check import guard_keras3_fit
 from tfdist.logs import quiet_other_tasks
 
 log = logging.getLogger("tfdist")
@@ -102,7 +101,6 @@ class Runtime:
 
     def scope(self) -> contextlib.AbstractContextManager:
         """The strategy's scope: build and compile the model inside it."""
-        guard_keras3_fit(self.engine.name)  # Keras 3 imported since init
         return self.engine.scope()
 
     def global_batch_size(self, per_replica: int) -> int:
@@ -229,7 +227,6 @@ def init(strategy: str = "auto",
              cluster.environment, engine.rank, engine.world_size, cluster.host, cluster.local_rank,
              cluster.local_world_size, engine.name, role, plan.summary(), growth)
     runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling, gpus=plan)
-    guard_keras3_fit(engine.name)
     _explain_uncaught_failures(engine)
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
         engine.serve()  # parameter_server's ps and worker tasks

@@ -1,5 +1,5 @@
 """Which tf.distribute strategies train a Keras 3 model with `model.fit` on this TensorFlow, by
-Keras alone and with `import tfdist` (its corrections, tfdist.keras3).
+Keras alone and with `import tfdist` (its corrections, tfdist.keras_compat).
 
     .venv/bin/python tools/keras3_matrix.py             # the default stack
     .venv-newest/bin/python tools/keras3_matrix.py      # the newest TensorFlow

@@ -38,7 +38,7 @@ from packaging.version import Version
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from tfdist.env_vars import KERAS3_TRY  # noqa: E402
-from tfdist.keras3.known_sources import RUN  # noqa: E402 (no TensorFlow, no Keras)
+from tfdist.keras_compat.known_sources import RUN  # noqa: E402 (no TensorFlow, no Keras)
 
 # The tests run on each release, by group (pytest node ids, from the repository's root).
 GROUPS = {
@@ -66,7 +66,6 @@ REFUSALS = {
     "DistributedInputUnsupported": r"DistributedInputUnsupported: |takes no distributed dataset",
     "KerasReplicaLossUnscaled": r"KerasReplicaLossUnscaled: |adds up the gradients of the",
     "OptimizerNotCheckpointable": r"OptimizerNotCheckpointable: |cannot be saved by tf.train.Check",
-    "KerasVersionError": r"KerasVersionError: |model\.fit was not measured under",
 }
 UNKNOWN_CODE = "KerasCorrectionUnknown"  # the refusal that TFDIST_KERAS3_TRY lifts
 _CHANGED = re.compile(r"changed ((?:`[\w.]+`(?: or )?)+), which tfdist corrects")
@@ -76,13 +75,13 @@ _EXCEPTION = re.compile(r"^(?:E\s+)?(?:\[\d+\]\s+)?((?:[A-Za-z_][\w.]*)?(?:Error
                         r"Unsupported|Failed|Timeout)|tfdist \w+: error): (.+)")
 
 # Run in a subprocess under the overlay: which Keras imports, and each corrected function's source
-# hash as Keras defines it (tfdist.keras3.known_sources.functions_here: corrections unwrapped).
+# hash as Keras defines it (keras_compat.known_sources.functions_here: corrections unwrapped).
 CHECK = r"""
 import json, os
 os.environ.pop("TF_USE_LEGACY_KERAS", None)
 import keras
 import tensorflow as tf
-from tfdist.keras3.known_sources import functions_here, source_hash
+from tfdist.keras_compat.known_sources import functions_here, source_hash
 # Keras < 3.2's tf.keras (keras._tf_keras.keras) has no __version__: then its Model says which.
 tf_keras = getattr(tf.keras, "__version__", None) or (
     keras.__version__ if tf.keras.Model is keras.Model else tf.keras.Model.__module__)

@@ -1,13 +1,13 @@
 """Which Keras 3 releases have the code tfdist's corrections were run on: each corrected
 function's source hash in each release, read from the release's wheel (no TensorFlow, no install),
-marked where tfdist.keras3.known_sources.RUN knows it.
+marked where tfdist.keras_compat.known_sources.RUN knows it.
 
     python tools/keras3_sources.py [--wheels DIR] [VERSION ...]
 
 VERSION: Keras releases (default: the newest patch of every 3.x minor on the package index).
 Wheels are fetched once with `pip download` into DIR (default ~/.cache/tfdist/keras-wheels); a
 wheel already there is read as it is. A hash is the sha256 (first 16 hex digits) of the function's
-source, as `inspect.getsource` gives it and tfdist.keras3.known_sources.source_hash computes it.
+source, as `inspect.getsource` gives it and keras_compat.known_sources.source_hash computes it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from tfdist.keras3.known_sources import MODULES, RUN  # noqa: E402 (no TensorFlow, no Keras)
+from tfdist.keras_compat.known_sources import MODULES, RUN  # noqa: E402 (no TensorFlow, no Keras)
 
 
 def key(version: str) -> tuple[int, ...]:

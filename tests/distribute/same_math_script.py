@@ -26,7 +26,7 @@ def input_fn(ctx):
 
 
 def main(strategy, out, keras_version="2"):
-    from tfdist.keras3 import keras_module
+    from tfdist.keras_compat import keras_module
 
     keras = keras_module(int(keras_version))
     options = {"cpu_devices": 2} if strategy == "mirrored" else {}

@@ -98,7 +98,7 @@ def test_the_keras3_optimizer_refuses_what_it_cannot_do():
     code = """
 import tfdist, keras, pytest
 import horovod.tensorflow.keras as hvd
-from tfdist.keras3.horovod import HorovodKeras3Error
+from tfdist.keras_compat.horovod import HorovodKeras3Error
 hvd.init()
 with pytest.raises(HorovodKeras3Error, match="gradient_accumulation_steps=2"):
     hvd.DistributedOptimizer(keras.optimizers.SGD(0.1), backward_passes_per_step=2)

@@ -1,5 +1,5 @@
 """Horovod's Keras API binds the Keras tf.keras is, whatever the order of the user's imports
-(tfdist.distribute.horovod_keras): tf-keras where the user exported TF_USE_LEGACY_KERAS=1, Keras 3
+(keras_compat.horovod_binding): tf-keras where the user exported TF_USE_LEGACY_KERAS=1, Keras 3
 otherwise. Real Horovod, one process, a real `model.fit`."""
 
 import subprocess
@@ -62,7 +62,7 @@ def test_horovod_callbacks_bind_tf_keras(order):
 
 # The same with tf.keras as TensorFlow makes it by default, Keras 3: Horovod's callbacks are Keras
 # 3 callbacks (as Horovod binds them); their Keras 2 parts and the optimizer go to
-# tfdist.keras3.horovod.
+# tfdist.keras_compat.horovod.
 FIT_KERAS3 = r"""
 import numpy as np
 import keras

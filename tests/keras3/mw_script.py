@@ -3,7 +3,7 @@ from `tfdist env`), as TensorFlow's tutorial builds it: fit, evaluate, predict; 
 what it saw to OUT_DIR/rank-N.json.
 
 argv: ORDER OUT_DIR [WITHOUT]. ORDER: tfdist_first or keras_first (the order of the imports).
-WITHOUT: the name of a tfdist.keras3.multi_worker correction to undo after the imports (the
+WITHOUT: the name of a tfdist.keras_compat.multi_worker correction to undo after the imports (the
 test that shows it is needed)."""
 
 import json

@@ -1,4 +1,4 @@
-"""One rule for the Keras code tfdist's corrections know (tfdist.keras3.known_sources): the source
+"""One rule for the Keras code tfdist's corrections know (keras_compat.known_sources): the source
 of each corrected function, read from a release's wheel by tools/keras3_sources.py the same way
 as from the installed Keras; a Keras without a function a correction needs is refused where the
 correction would act, and imports as before everywhere else."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO
-from tfdist.keras3.known_sources import RUN, releases_run, source_hash
+from tfdist.keras_compat.known_sources import RUN, releases_run, source_hash
 
 
 def test_every_entry_is_a_hash_and_the_releases_it_was_run_on():
@@ -52,7 +52,7 @@ def test_a_keras_without_the_symbolic_build_is_refused_in_multi_worker_mode_only
     training stops with the fix instead of running code tfdist never ran."""
     import keras.src.backend.tensorflow.trainer as trainer
 
-    from tfdist.keras3 import multi_worker as correction
+    from tfdist.keras_compat import multi_worker as correction
 
     module = types.SimpleNamespace(
         TensorFlowTrainer=type("TensorFlowTrainer", (), {}),
@@ -75,7 +75,7 @@ def test_a_keras_that_takes_no_distributed_dataset_says_so(monkeypatch):
     import tensorflow as tf
     from keras.src.trainers import data_adapters
 
-    from tfdist.keras3.distributed_input import DistributedInputUnsupported
+    from tfdist.keras_compat.distributed_input import DistributedInputUnsupported
 
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     dataset = strategy.distribute_datasets_from_function(
@@ -123,7 +123,7 @@ def test_keras_before_3_9_takes_the_dataset_rt_dataset_returns(tmp_path, monkeyp
     import keras
     from keras.src.trainers import data_adapters
 
-    from tfdist.keras3.distributed_input import accept_datasets_from_function
+    from tfdist.keras_compat.distributed_input import accept_datasets_from_function
 
     module = keras38_is_tf_dataset(tmp_path)
     strategy, dataset = distributed_dataset()
@@ -143,7 +143,7 @@ def test_keras_before_3_9_takes_the_dataset_rt_dataset_returns(tmp_path, monkeyp
 
 
 def test_is_tf_dataset_code_tfdist_does_not_know_is_left_alone(tmp_path):
-    from tfdist.keras3.distributed_input import accept_datasets_from_function
+    from tfdist.keras_compat.distributed_input import accept_datasets_from_function
 
     path = tmp_path / "other_adapters.py"
     path.write_text("def is_tf_dataset(x):\n    return False  # some future Keras\n")

@@ -1,5 +1,5 @@
 """Keras 3's LossScaleOptimizer (mixed_float16) with several replicas: when one replica's gradients
-overflow, every replica skips the step (tfdist.keras3.loss_scale); Keras alone decides on each
+overflow, every replica skips the step (tfdist.keras_compat.loss_scale); Keras alone decides on each
 replica's own gradients. Horovod's counterpart: tests/horovod/test_horovod_keras3.py."""
 
 import json
@@ -54,8 +54,8 @@ def test_the_decision_is_every_ranks_only_with_the_correction(mode, decisions, t
 def test_an_unknown_keras_is_refused_under_several_replicas_only(monkeypatch):
     import tensorflow as tf
 
-    from tfdist.keras3.loss_scale import agreed_check_finite
-    from tfdist.keras3.multi_worker import KerasCorrectionUnknown
+    from tfdist.keras_compat.loss_scale import agreed_check_finite
+    from tfdist.keras_compat.multi_worker import KerasCorrectionUnknown
 
     check = agreed_check_finite(lambda self, grads: tf.constant(True), False, "3.99.0")
     assert bool(check(None, [tf.constant(1.0)]))  # one replica: Keras's own check
@@ -68,7 +68,7 @@ def test_an_unknown_keras_is_refused_under_several_replicas_only(monkeypatch):
 def test_the_installed_keras_is_one_the_correction_knows():
     import keras
 
-    from tfdist.keras3.known_sources import RUN, source_hash
+    from tfdist.keras_compat.known_sources import RUN, source_hash
 
     lso = keras.optimizers.LossScaleOptimizer
     assert lso.check_finite._tfdist_loss_scale  # applied on import

@@ -1,4 +1,4 @@
-"""Keras 3 models under MultiWorkerMirroredStrategy: tfdist.keras3.multi_worker's two corrections,
+"""Keras 3 models under MultiWorkerMirroredStrategy: keras_compat.multi_worker's two corrections,
 applied whatever the order of `import keras` and `import tfdist`, each shown to be needed, and
 refused (never patched blindly) on a Keras whose corrected code changed."""
 
@@ -53,8 +53,9 @@ def test_each_correction_is_needed(correction, error, tmp_path):
 
 
 def test_a_changed_keras_function_is_refused_in_multi_worker_mode_only():
-    from tfdist.keras3.multi_worker import (KerasCorrectionUnknown, reduce_metrics_leaf_by_leaf,
-                                            symbolic_build_from_local_spec)
+    from tfdist.keras_compat.multi_worker import (KerasCorrectionUnknown,
+                                                  reduce_metrics_leaf_by_leaf,
+                                                  symbolic_build_from_local_spec)
 
     def reduce_per_replica(values, strategy, reduction):  # not Keras's: an unknown source
         return ("keras's own", values)
@@ -84,7 +85,7 @@ def test_the_installed_keras_is_one_the_corrections_know():
     """The stacks under test run Keras versions whose corrected code tfdist has measured."""
     import keras.src.backend.tensorflow.trainer as trainer
 
-    from tfdist.keras3.known_sources import RUN, source_hash
+    from tfdist.keras_compat.known_sources import RUN, source_hash
 
     assert trainer.reduce_per_replica._tfdist_keras3_correction  # applied on import
     originals = {

@@ -1,5 +1,5 @@
 """What older Keras 3 releases lack, refused with the fix: before 3.8 Keras adds up the gradients of
-several replicas (tfdist.keras3.replica_loss: fit is refused there and trains as before under one
+several replicas (keras_compat.replica_loss: fit is refused there and trains as before under one
 replica); before 3.1 its optimizers cannot be checkpointed (tfdist.train.checkpoint). The
 installed Keras (3.15.1 on both stacks) is made to answer as those releases do; the releases
 themselves are run by tools/keras3_releases.py (docs/compatibility.md#keras-3-releases)."""
@@ -19,7 +19,7 @@ def model():
 
 
 def test_the_installed_keras_scales_each_replicas_loss():
-    from tfdist.keras3.replica_loss import scales_loss
+    from tfdist.keras_compat.replica_loss import scales_loss
 
     assert scales_loss()
 
@@ -27,8 +27,8 @@ def test_the_installed_keras_scales_each_replicas_loss():
 def test_keras_before_3_8_is_refused_under_two_replicas(monkeypatch):
     import keras
 
-    from tfdist.keras3 import replica_loss
-    from tfdist.keras3.replica_loss import KerasReplicaLossUnscaled
+    from tfdist.keras_compat import replica_loss
+    from tfdist.keras_compat.replica_loss import KerasReplicaLossUnscaled
 
     monkeypatch.setattr(replica_loss, "scales_loss", lambda: False)
     assert keras.Model.fit._tfdist_replica_loss  # applied on import
@@ -42,7 +42,7 @@ def test_keras_before_3_8_is_refused_under_two_replicas(monkeypatch):
 
 
 def test_keras_before_3_8_trains_under_one_replica(monkeypatch):
-    from tfdist.keras3 import replica_loss
+    from tfdist.keras_compat import replica_loss
 
     monkeypatch.setattr(replica_loss, "scales_loss", lambda: False)
     history = model().fit(np.ones((4, 1)), np.ones((4, 1)), epochs=1, verbose=0)

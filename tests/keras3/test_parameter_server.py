@@ -1,5 +1,5 @@
 """Keras 3 models under ParameterServerStrategy: `fit` driven by a ClusterCoordinator on the chief
-(tfdist.keras3.parameter_server), with real chief, ps and worker processes via `tfdist launch`."""
+(keras_compat.parameter_server), with real chief, ps and worker processes via `tfdist launch`."""
 
 import json
 from pathlib import Path

@@ -119,7 +119,7 @@ def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, keras, stra
     """Deterministic: both tasks exit right after the step checkpoint of global step 28 (the test
     hook), so the resume must skip the 6 batches of epoch 2 already trained (1437 digits at
     2 x 32 a step: 22 steps an epoch). Keras 3 has no step to resume at: tfdist skips the 6
-    steps (tfdist.keras3.fit_hooks.start_at). The reference: the shared uninterrupted run."""
+    steps (keras_compat.keras3_adapter.start_at). The reference: the shared uninterrupted run."""
     args = train_args(strategy, keras)
     stopped = tmp_path / "stopped"
     r = launch(2, TFDIST, *args, f"--model_dir={stopped}", env={EXIT_AFTER_STEP: "28"})

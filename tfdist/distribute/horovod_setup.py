@@ -8,7 +8,7 @@ the others with an error naming it after HOROVOD_GLOO_TIMEOUT_SECONDS instead of
 same under mpirun and the other launchers tfdist reads. An environment made by horovodrun is used
 as it is, and a Horovod built with MPI only initialises through mpirun's MPI.
 
-`horovod.tensorflow.keras` is bound to tf-keras by tfdist.distribute.horovod_keras, whatever the
+`horovod.tensorflow.keras` is bound to tf-keras by tfdist.keras_compat.horovod_binding, whatever the
 order of the user's imports.
 
 TensorFlow and Horovod are imported inside the functions only: importing this module is cheap.
@@ -68,8 +68,8 @@ def horovod_available() -> bool:
 
 
 def import_horovod_keras():
-    """`horovod.tensorflow.keras`, bound to tf.keras's Keras (tfdist.distribute.horovod_keras)."""
-    from tfdist.distribute import horovod_keras
+    """`horovod.tensorflow.keras`, bound to tf.keras's Keras (keras_compat.horovod_binding)."""
+    from tfdist.keras_compat import horovod_binding as horovod_keras
 
     try:
         return horovod_keras.import_horovod_keras()

@@ -71,7 +71,7 @@ class MirroredEngine(Engine):
         self.strategy = tf.distribute.MirroredStrategy(devices=devices)
 
     def average_layer_statistics(self, model) -> int:
-        return _average_keras3_statistics(self.strategy, model)
+        return _average_replica_statistics(self.strategy, model)
 
 
 class OneDeviceEngine(Engine):
@@ -158,12 +158,12 @@ def _rank_order(tf_config, type_order: Optional[tuple[str, ...]]) -> list[tuple[
     return order
 
 
-def _average_keras3_statistics(strategy, model) -> int:
-    """A Keras 3 model's layer statistics averaged over `strategy`'s replicas (tf-keras makes them
-    on-read variables, averaged whenever they are read)."""
-    from tfdist.keras3 import is_keras3
+def _average_replica_statistics(strategy, model) -> int:
+    """A model's layer statistics averaged over `strategy`'s replicas where each replica keeps its
+    own (Keras 3; tf-keras makes them on-read variables, averaged whenever they are read)."""
+    from tfdist.keras_compat import adapter
 
-    if strategy.num_replicas_in_sync < 2 or not is_keras3(model):
+    if strategy.num_replicas_in_sync < 2 or adapter(model).STATISTICS_AVERAGED_BY_STRATEGY:
         return 0
     return layer_statistics.average(model, layer_statistics.strategy_averaging(strategy))
 
@@ -207,7 +207,7 @@ class MultiWorkerEngine(_ClusterEngine):
         self._barriers = 0
 
     def average_layer_statistics(self, model) -> int:
-        return _average_keras3_statistics(self.strategy, model)
+        return _average_replica_statistics(self.strategy, model)
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         if self._gather_fn is None:

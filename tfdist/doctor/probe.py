@@ -109,7 +109,7 @@ def _keras3() -> dict[str, Any]:
 
         if not keras.__version__.startswith("3."):
             return {}
-        from tfdist.keras3 import known_sources, replica_loss
+        from tfdist.keras_compat import known_sources, replica_loss
 
         import tensorflow as tf
 

@@ -52,7 +52,7 @@ def check_tensorflow(probe: Mapping[str, Any], gpus: int = 0) -> Result:
 
 def check_keras3(probe: Mapping[str, Any]) -> Result:
     """Keras 3 (`import keras`): whether tfdist trains its models under every strategy. A warning
-    where it would stop some (tfdist.keras3: replica_loss, known_sources) while tf.keras is Keras
+    where it would stop some (keras_compat: replica_loss, known_sources) while tf.keras is Keras
     3, information where tf.keras is tf-keras (the user's TF_USE_LEGACY_KERAS=1)."""
     if "probe_error" in probe or "tensorflow_error" in probe:
         return Result("keras", SKIP, "not checked: TensorFlow did not load (see above)")
@@ -63,7 +63,7 @@ def check_keras3(probe: Mapping[str, Any]) -> Result:
     version = probe.get("keras3")
     if not version:
         return Result("keras", INFO, "Keras 3 is not installed: tf.keras is tf-keras")
-    from tfdist.keras3.known_sources import MODULES, RUN, releases_run  # TF-free
+    from tfdist.keras_compat.known_sources import MODULES, RUN, releases_run  # TF-free
 
     stops = []
     if probe.get("keras3_sums_replicas"):

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 import tf_keras
 
 from tfdist.cluster.slurm import requeue_wanted
-from tfdist.keras3 import is_keras3
+from tfdist.keras_compat import adapter
 from tfdist.train.checkpoint import TrainingCheckpoint, make_checkpoint
 from tfdist.train.preemption import PreemptionHandler, StepPreemptionHandler, catch_signals
 from tfdist.train.progress import EpochLine
@@ -30,27 +30,6 @@ from tfdist.train.watchdog import Watchdog, timeout_setting
 from tfdist.train.watchdog_callback import WatchdogCallback
 
 log = logging.getLogger("tfdist")
-
-
-class _EpochTensorBoard(tf_keras.callbacks.TensorBoard):
-    """tf-keras's TensorBoard at epoch frequency without per-step work: the graph of the train
-    step is written at the end of the first epoch, and the per-step summaries (not recorded at
-    this frequency anyway) are not even formed. Else Keras's callback timing takes its first steps
-    for a slow callback and warns."""
-
-    def on_train_begin(self, logs=None):
-        super().on_train_begin(logs)
-        self._graph_due, self._should_write_train_graph = self._should_write_train_graph, False
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self._should_trace:  # profiling asked for
-            super().on_train_batch_end(batch, logs)
-
-    def on_epoch_end(self, epoch, logs=None):
-        if self._graph_due:
-            self._write_keras_model_train_graph()
-            self._graph_due = False
-        super().on_epoch_end(epoch, logs)
 
 
 class _TensorBoard(tf_keras.callbacks.Callback):
@@ -68,12 +47,7 @@ class _TensorBoard(tf_keras.callbacks.Callback):
     def set_model(self, model):
         super().set_model(model)
         if self.board is None:
-            if is_keras3(model):
-                from tfdist.keras3 import fit_hooks
-
-                self.board = fit_hooks.tensorboard(self.log_dir)
-            else:
-                self.board = _EpochTensorBoard(self.log_dir)
+            self.board = adapter(model).tensorboard(self.log_dir)
             if getattr(self, "params", None):
                 self.board.set_params(self.params)
         self.board.set_model(model)

@@ -32,7 +32,7 @@ import tf_keras
 from tfdist import env_vars
 from tfdist.errors import ConfigError
 from tfdist.files import TMP_PREFIX, replacing
-from tfdist.keras3 import is_keras3
+from tfdist.keras_compat import adapter
 from tfdist.train.watchdog import slow_phase
 
 log = logging.getLogger("tfdist")
@@ -143,7 +143,7 @@ def check_checkpointable(optimizer) -> None:
 class TrainingCheckpoint(tf_keras.callbacks.Callback):
     """Save the training state at each epoch end (and every `save_steps` steps); restore it when
     training starts, continuing at the saved epoch and step. For tf-keras and Keras 3 models alike
-    (Keras 3 calls the same hooks; where it starts is told through tfdist.keras3.fit_hooks).
+    (Keras 3 calls the same hooks; where it starts is told through keras_compat.keras3_adapter).
 
     Every training task must use it (the save is collective under multi_worker).
     """
@@ -177,24 +177,21 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         model = self.model
-        keras3 = is_keras3(model)
-        if keras3 and not model.built:
-            from tfdist.keras3 import fit_hooks
-
-            fit_hooks.build_to_restore(model, self.element_spec() if self.element_spec else None)
+        keras = adapter(model)
+        if not model.built:
+            keras.build_to_restore(model, self.element_spec() if self.element_spec else None)
         with model.distribute_strategy.scope():
             # Slot variables exist before the restore, so every one of them is filled. A
             # subclassed tf-keras model makes its variables in its first step: the optimizer
             # builds then, and the restore fills them as they are made (deferred).
-            if not (keras3 and model.optimizer.built) and model.trainable_variables:
-                model.optimizer.build(model.trainable_variables)
+            keras.build_optimizer(model)
         check_checkpointable(model.optimizer)
         self._ckpt = tf.train.Checkpoint(model=model,
                                          optimizer=model.optimizer,
                                          epoch=self._epoch_var,
                                          step=self._step_var)
         self.identity.setdefault("model", describe_model(model))
-        self.identity["keras"] = 3 if keras3 else 2  # the variables' names differ between them
+        self.identity["keras"] = keras.GENERATION  # the variables' names differ between them
         self.identity["steps_per_epoch"] = self.params.get("steps")
         if self.is_chief:
             self._remove_partial()
@@ -206,17 +203,9 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
             self._ckpt.read(os.path.join(path, "state")).assert_existing_objects_matched()
             self.resumed_from = (int(self._epoch_var.numpy()), int(self._step_var.numpy()))
             log.info("resuming from %s (epoch %d, step %d)", path, *self.resumed_from)
-        if keras3:
-            from tfdist.keras3 import fit_hooks
-
-            if self.resumed_from is not None:
-                fit_hooks.start_at(
-                    model,
-                    *self.maybe_load_initial_counters_from_ckpt(self.params.get("steps") or 0, 0))
-        else:
-            # tf-keras asks the model's training state where to start (its own BackupAndRestore
-            # uses the same hook); this callback is that state.
-            model._training_state = self
+            # tf-keras asks this callback where to start (the hook of its own BackupAndRestore);
+            # Keras 3 is told (tfdist.keras_compat.keras3_adapter).
+            keras.start_from(model, self, self.params.get("steps") or 0)
 
     def maybe_load_initial_counters_from_ckpt(self, steps_per_epoch, initial_epoch, mode=None):
         if self.resumed_from is None:
@@ -234,12 +223,7 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
             self.save(epoch + 1, 0)
 
     def on_train_end(self, logs=None):
-        if getattr(self.model, "_training_state", None) is self:
-            del self.model._training_state
-        if is_keras3(self.model):
-            from tfdist.keras3 import fit_hooks
-
-            fit_hooks.fit_ended(self.model)
+        adapter(self.model).fit_ended(self.model, self)
 
     # -- saving ------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from tfdist.errors import ConfigError
 from tfdist.tf_environ import legacy_keras
 
-KERASES = (2, 3)  # tfdist.keras3.KERASES, here without importing anything
+KERASES = (2, 3)  # tfdist.keras_compat.KERASES, here without importing anything
 OPTIMIZERS = ("sgd", "adam")
 MIXED_PRECISION = ("float32", "mixed_float16", "mixed_bfloat16")
 SCHEDULES = ("constant", "cosine", "step")

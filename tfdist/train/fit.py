@@ -65,7 +65,7 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
 def _pipeline(cfg: TrainConfig):
     """The precision policy set, the pipeline and its info."""
     from pipelines import load_pipeline
-    from tfdist.keras3 import keras_module
+    from tfdist.keras_compat import keras_module
 
     keras_module(cfg.keras).mixed_precision.set_global_policy(cfg.mixed_precision)
     pipeline = load_pipeline(cfg.pipeline)
@@ -87,7 +87,7 @@ def _test_split(pipeline, cfg: TrainConfig):
 
 def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
     """The parameter-server evaluator: the test split on each new checkpoint of the chief."""
-    from tfdist.keras3 import keras_module
+    from tfdist.keras_compat import keras_module
     from tfdist.train.models import compiled_model
     from tfdist.train.sidecar import evaluate_checkpoints
 
@@ -103,7 +103,7 @@ def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
 
 
 def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
-    from tfdist.keras3 import keras_module
+    from tfdist.keras_compat import keras_module
     from tfdist.train.models import compiled_model
     from tfdist.train.schedules import learning_rate, make_optimizer
 

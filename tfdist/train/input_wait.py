@@ -2,11 +2,11 @@
 step itself.
 
 Keras fetches the batch (`next(iterator)`) and runs the step in one traced function, so nothing
-outside it can tell waiting from computing. `count_steps` rebuilds that function the way tf_keras
-2.18's `Model.make_train_function` does for one step per call (Keras 3:
-tfdist.keras3.fit_hooks), with two timestamps around the
-fetch, and adds the wait and the batch's size to two variables: no extra call or host sync per
-step, and the samples are counted, not inferred from a batch size the caller has to know.
+outside it can tell waiting from computing. `count_steps` has the model's Keras adapter
+(tfdist.keras_compat) rebuild that function as Keras's own `make_train_function` does for one
+step per call, with two timestamps around the fetch, and adds the wait and the batch's size to two
+variables: no extra call or host sync per step, and the samples are counted, not inferred from
+a batch size the caller has to know.
 """
 
 from __future__ import annotations
@@ -16,26 +16,14 @@ from typing import NamedTuple, Optional
 
 import tensorflow as tf
 
-from tfdist.keras3 import is_keras3
+from tfdist.keras_compat import adapter
 
 log = logging.getLogger("tfdist")
 
 
 def unsupported(model) -> Optional[str]:
     """Why the input wait of this model's fit cannot be timed, or None."""
-    if is_keras3(model):
-        from tfdist.keras3 import fit_hooks
-
-        return "steps_per_execution is not 1" if fit_hooks.steps_per_execution(model) != 1 else None
-    steps = getattr(model, "_steps_per_execution", None)
-    if getattr(model, "autotune_steps_per_execution",
-               False) or (steps is not None and int(steps.numpy().item()) != 1):
-        return "steps_per_execution is not 1"
-    try:
-        from tf_keras.src.engine import training  # noqa: F401
-    except ImportError:
-        return "tf_keras 2.x is not the Keras in use"
-    return None
+    return adapter(model).steps_unsupported(model)
 
 
 def workers(model) -> int:
@@ -77,42 +65,5 @@ def count_steps(model) -> Optional[StepCounters]:
         return tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name)
 
     counters = StepCounters(variable("tfdist_input_wait"), variable("tfdist_samples"))
-    if is_keras3(model):
-        from tfdist.keras3 import fit_hooks
-
-        fit_hooks.instrument_steps(model, counters, _batch_size)
-        return counters
-    strategy = model.distribute_strategy
-
-    from tf_keras.src.engine.training import _minimum_control_deps, reduce_per_replica
-
-    def run_step(data):
-        outputs = model.train_step(data)
-        with tf.control_dependencies(_minimum_control_deps(outputs)):
-            model._train_counter.assign_add(1)
-        return outputs
-
-    if model.jit_compile:
-        run_step = tf.function(run_step, jit_compile=True, reduce_retracing=True)
-
-    def train_function(iterator):
-        start = tf.timestamp()
-        with tf.control_dependencies([start]):
-            data = next(iterator)
-        with tf.control_dependencies(tf.nest.flatten(data, expand_composites=True)):
-            arrived = tf.timestamp()
-        counters.waited.assign_add(arrived - start, read_value=False)
-        counters.samples.assign_add(_batch_size(data, strategy), read_value=False)
-        outputs = strategy.run(run_step, args=(data, ))
-        return reduce_per_replica(outputs, strategy, reduction=model.distribute_reduction_method)
-
-    if not model.run_eagerly:
-        train_function = tf.function(train_function, reduce_retracing=True)
-        model.train_tf_function = train_function
-    coordinator = getattr(model, "_cluster_coordinator", None)
-    if coordinator is not None:
-        model.train_function = lambda iterator: coordinator.schedule(train_function,
-                                                                     args=(iterator, ))
-    else:
-        model.train_function = train_function
+    adapter(model).instrument_steps(model, counters, _batch_size)
     return counters

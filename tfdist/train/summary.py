@@ -9,7 +9,7 @@ from typing import Any, Optional
 import tf_keras
 
 from tfdist.files import write_json
-from tfdist.keras3 import is_keras3
+from tfdist.keras_compat import adapter
 
 METRICS = "metrics.json"
 _METER_KEYS = ("samples_per_sec", "input_wait")  # per epoch in the meter's lists instead
@@ -80,12 +80,7 @@ class RunSummary(tf_keras.callbacks.Callback):
 
 def _loss_scale(optimizer) -> Optional[float]:
     """The dynamic loss scale Keras put in place for mixed_float16 (its value now), else None."""
-    if is_keras3(optimizer):
-        from tfdist.keras3 import fit_hooks
-
-        return fit_hooks.loss_scale(optimizer)
-    scale = getattr(optimizer, "loss_scale", None)
-    return None if scale is None else float(tf_keras.backend.get_value(scale))
+    return adapter(optimizer).loss_scale(optimizer)
 
 
 def metrics_path(model_dir: str) -> str:

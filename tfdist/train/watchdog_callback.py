@@ -2,7 +2,7 @@
 
 Only the standard hooks (a Keras 3 callback adapter can forward them as they are, or call
 `watchdog.step_completed()` / `watchdog.slow_phase()` itself), and under parameter_server the
-counter of finished steps that tfdist.keras3.train_counter finds. Put it first in
+counter of finished steps that tfdist.keras_compat.train_counter finds. Put it first in
 the list, so the other callbacks' epoch-end work (checkpoints, TensorBoard) gets the slow-phase
 grace.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import tf_keras
 
-from tfdist.keras3 import train_counter
+from tfdist.keras_compat import train_counter
 from tfdist.train.watchdog import Watchdog
 
 EPOCH_END_READ = 30.0  # seconds the epoch's end waits for the step counter on a parameter server

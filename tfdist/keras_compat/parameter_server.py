@@ -20,7 +20,7 @@ same for a Keras 3 model whose strategy is a ParameterServerStrategy:
 Arguments of `fit` that need Keras's in-memory data handling (`y`, `validation_split`,
 `sample_weight`, `class_weight`) are refused with the way to do it instead.
 
-Applied to Keras 3's TensorFlow trainer on import (tfdist.keras3.apply); elsewhere than under a
+Applied to Keras 3's TensorFlow trainer on import (keras_compat.apply); elsewhere than under a
 ParameterServerStrategy Keras's own methods run. Measured with Keras 3.15.1 on TensorFlow 2.18.1
 and 2.21.0 (chief, 1 ps, 2 workers and the evaluator: tests/keras3/test_parameter_server.py).
 """
@@ -33,10 +33,13 @@ import logging
 import weakref
 
 from tfdist.errors import ConfigError
+from tfdist.keras_compat.known_sources import known, unknown
+from tfdist.keras_compat.modules import TRAINER
 
 log = logging.getLogger("tfdist")
 
 _MARK = "_tfdist_parameter_server"
+FIT = "TensorFlowTrainer.fit"  # the Keras function `fit` below replaces (source gated)
 _counters: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> steps completed
 
 
@@ -57,9 +60,12 @@ def apply(trainer) -> None:
     if getattr(cls.fit, _MARK, False):
         return
     _atomic_increments()
+    fit_known = known(FIT, cls.fit)
     for name in ("fit", "evaluate", "predict"):
         keras_method = getattr(cls, name)
-        ours = fit if name == "fit" else functools.partial(_on_the_chief, keras_method)
+        ours = functools.partial(_on_the_chief, keras_method)
+        if name == "fit":
+            ours = fit if fit_known else _unknown_fit
 
         def method(self, *args, _keras=keras_method, _ours=ours, **kwargs):
             if self._distribute_strategy is not None and is_parameter_server(
@@ -70,6 +76,16 @@ def apply(trainer) -> None:
         functools.update_wrapper(method, keras_method)
         setattr(method, _MARK, True)
         setattr(cls, name, method)
+
+
+def _unknown_fit(model, *args, **kwargs):
+    import importlib.metadata
+
+    raise unknown((FIT, ), TRAINER, importlib.metadata.version("keras"),
+                  "under ParameterServerStrategy (its fit is replaced there by one driven by a "
+                  "ClusterCoordinator, as tf-keras's)",
+                  "build the model with tf-keras (`export TF_USE_LEGACY_KERAS=1` and `from "
+                  "tensorflow import keras`)")
 
 
 def _atomic_increments() -> None:

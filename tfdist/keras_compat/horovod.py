@@ -15,7 +15,7 @@ and `optimizer.variables()`, which Keras 3 objects lack (horovod#4290). Here:
   scaled gradients before its finiteness check, so every rank skips or applies the same step
   (else one rank would wait in an all-reduce the other never starts).
 - The Keras 3 halves of Horovod's callbacks (broadcast, learning-rate schedule and warm-up), which
-  tfdist.distribute.horovod_keras dispatches to when the callback's model is a Keras 3 model.
+  tfdist.keras_compat.horovod_binding dispatches to when the callback's model is a Keras 3 model.
 
 Imported only when Horovod is used with Keras 3 (it imports TensorFlow and Horovod).
 """
@@ -30,14 +30,15 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 
 from tfdist.errors import ConfigError
-from tfdist.keras3 import keras3_loaded
-from tfdist.keras3.known_sources import known, unknown
+from tfdist.keras_compat import keras3_loaded
+from tfdist.keras_compat.known_sources import known, unknown
+from tfdist.keras_compat.modules import LOSS_SCALE
 
 log = logging.getLogger(__name__)
 
 _MARK = "_tfdist_horovod"
 # The corrected LossScaleOptimizer.apply decides on the gradients it is given and hands the same
-# gradients (unscaled) to inner_optimizer.apply: the code tfdist.keras3.known_sources knows.
+# gradients (unscaled) to inner_optimizer.apply: the code tfdist.keras_compat.known_sources knows.
 LOSS_SCALE_APPLY = "LossScaleOptimizer.apply"
 
 
@@ -184,8 +185,8 @@ def correct_loss_scale_optimizer() -> None:
         return
     if not known(LOSS_SCALE_APPLY, lso.apply):
         raise HorovodKeras3Error(
-            unknown((LOSS_SCALE_APPLY, ), "keras.src.optimizers.loss_scale_optimizer",
-                    keras.__version__, "so that its mixed_float16 step is the same on every "
+            unknown((LOSS_SCALE_APPLY, ), LOSS_SCALE, keras.__version__,
+                    "so that its mixed_float16 step is the same on every "
                     "Horovod rank (the gradients all-reduced before the finite check)",
                     "use tf-keras (`from tensorflow import keras`)").args[0])
     apply = lso.apply
@@ -254,7 +255,7 @@ def set_lr(optimizer, value: float) -> None:
 def adjust_learning_rate(cb, epoch) -> None:
     """LearningRateScheduleCallback._adjust_learning_rate: the rate, and momentum correction
     where momentum is a variable (Keras 3's SGD and RMSprop keep a float, fixed when the step was
-    traced: tfdist.distribute.horovod_keras skips the correction there with a warning)."""
+    traced: tfdist.keras_compat.horovod_binding skips the correction there with a warning)."""
     optimizer = cb.model.optimizer
     old_lr = get_lr(optimizer)
     new_lr = cb.initial_lr * cb.multiplier(epoch)

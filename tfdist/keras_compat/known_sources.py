@@ -22,7 +22,7 @@ import inspect
 import os
 
 from tfdist.env_vars import KERAS3_TRY
-from tfdist.keras3.apply import ADAPTERS, LOSS_SCALE, TRAINER
+from tfdist.keras_compat.modules import ADAPTERS, LOSS_SCALE, TF_KERAS_TRAINING, TRAINER
 from tfdist.errors import TfdistError
 
 # Each corrected function -> {its source's hash: the Keras releases tfdist ran the correction on}.
@@ -32,7 +32,7 @@ RUN = {
         "92a504f5eba9b29f": ("3.15.1", ),  # the source of 3.11 to 3.15
         "181752273e37d689": ("3.8.0", ),  # 3.7 to 3.10
     },
-    # keras.src.trainers.data_adapters (tfdist.keras3.distributed_input)
+    # keras.src.trainers.data_adapters (tfdist.keras_compat.distributed_input)
     "is_tf_dataset": {
         "e8d15366aabb183a": ("3.8.0", ),  # 3.0 to 3.8
         "63a19bf724ffe56c": ("3.15.1", ),  # 3.9 to 3.15: accepts the dataset already
@@ -48,11 +48,33 @@ RUN = {
         "e702c4db1a0622e3": ("3.15.1", ),  # 3.0 to 3.15
     },
     "LossScaleOptimizer.apply": {
-        "1cc61fb4c21edb7a": ("3.15.1", ),  # 3.0 to 3.15 (tfdist.keras3.horovod's correction)
+        "1cc61fb4c21edb7a": ("3.15.1", ),  # 3.0 to 3.15 (tfdist.keras_compat.horovod's correction)
+    },
+    # Copied: tfdist.keras_compat.keras3_adapter.instrument_steps rebuilds its one-step function
+    # (unknown code: the input wait is not measured, and the log says why).
+    "TensorFlowTrainer.make_train_function": {
+        "a9703da4a49beb28": ("3.15.1", ),  # 3.7 to 3.15
+    },
+    # Replaced under ParameterServerStrategy by tfdist.keras_compat.parameter_server.fit: the
+    # releases whose tests/keras3/test_parameter_server.py passed (docs/compatibility.md).
+    "TensorFlowTrainer.fit": {
+        "c15636f07c0813fe": ("3.1.1", "3.2.1"),
+        "4ebef718bb0e73ec": ("3.3.3", "3.4.1"),
+        "ddd40442ffa0c792": ("3.5.0", ),
+        "79698a3dc2d90850": ("3.6.0", ),
+        "c3c1c38c1c0cbad7": ("3.7.0", "3.8.0", "3.9.2"),
+        "12c8c097be1a542e": ("3.10.0", ),
+        "946e5ec0372b2063": ("3.11.3", ),
+        "6bf8bc1004adaba6": ("3.12.4", "3.13.2", "3.14.1"),
+        "a9a6dc02a7ddafa8": ("3.15.1", ),
+    },
+    # tf-keras (tfdist.keras_compat.tf_keras_adapter): one source from tf-keras 2.16 to 2.21.
+    "Model.make_train_function": {
+        "2c98267ffc1ce1f0": ("2.18.0", "2.21.0"),  # copied by instrument_steps
     },
 }
 
-# The Keras module of each function in RUN (the modules tfdist.keras3.apply corrects).
+# The Keras module of each function in RUN (the modules tfdist.keras_compat.apply corrects).
 MODULES = {
     "TensorFlowTrainer._maybe_symbolic_build": TRAINER,
     "reduce_per_replica": TRAINER,
@@ -60,6 +82,13 @@ MODULES = {
     "LossScaleOptimizer.check_finite": LOSS_SCALE,
     "LossScaleOptimizer._tf_apply": LOSS_SCALE,
     "LossScaleOptimizer.apply": LOSS_SCALE,
+    "TensorFlowTrainer.make_train_function": TRAINER,
+    "TensorFlowTrainer.fit": TRAINER,
+}
+
+# The tf-keras module of each function in RUN that tf-keras defines (read, not corrected).
+TF_KERAS_MODULES = {
+    "Model.make_train_function": TF_KERAS_TRAINING,
 }
 
 
@@ -96,7 +125,7 @@ def unknown_here() -> list[str]:
     """The functions of RUN whose code in this process's Keras 3 tfdist's corrections were not
     run on (what `tfdist doctor` reports). One this Keras lacks is not listed: only releases
     before 3.5 lack one (the symbolic build), and those are refused under several replicas for
-    their loss (tfdist.keras3.replica_loss), which the doctor says."""
+    their loss (tfdist.keras_compat.replica_loss), which the doctor says."""
     return [
         name for name, function in functions_here().items()
         if function is not None and not known(name, function)

@@ -9,13 +9,13 @@ from `import keras`. Beside TensorFlow >= 2.16 `import keras` is Keras 3 whateve
   'constant'`, upstream horovod#4290). Modules Horovod imported before tfdist are re-executed in
   place (`importlib.reload`), so the user's `hvd` module object gets tf-keras callbacks too.
 - Where tf.keras is Keras 3 (TensorFlow's default), Horovod's modules are Keras 3's as Horovod
-  binds them, and what of them touches Keras 2 only APIs goes to tfdist.keras3.horovod.
+  binds them, and what of them touches Keras 2 only APIs goes to tfdist.keras_compat.horovod.
 
 Either way `import tfdist` installs an import hook (tfdist.import_hooks) for Horovod Keras modules
 imported afterwards, and corrects those imported before.
 
 The same API takes Keras 3 objects under either binding: `DistributedOptimizer` of a Keras 3
-optimizer, and the callbacks when their model is a Keras 3 model, go to tfdist.keras3.horovod
+optimizer, and the callbacks when their model is a Keras 3 model, go to tfdist.keras_compat.horovod
 (Horovod's own code calls Keras 2 optimizer hooks, `var.ref()` and backend functions that Keras 3
 lacks).
 
@@ -113,7 +113,7 @@ def _alias_if_legacy():
 def install() -> None:
     """Bind Horovod's Keras API to tf.keras's Keras from now on (idempotent; called by `import
     tfdist`), and correct the modules Horovod already imported (rebind_imported). Horovod's
-    TensorFlow API takes Keras 3 variables too (tfdist.keras3.horovod.correct_tensorflow_api)."""
+    TensorFlow API takes Keras 3 variables too (keras_compat.horovod.correct_tensorflow_api)."""
     for name in KERAS_MODULES:
         import_hooks.when_imported(name, after=_after_exec, around=_alias_if_legacy)
     import_hooks.when_imported(TENSORFLOW_MODULE, after=_tensorflow_api_takes_keras3)
@@ -126,7 +126,7 @@ TENSORFLOW_MODULE = "horovod.tensorflow"
 
 
 def _tensorflow_api_takes_keras3(module) -> None:
-    from tfdist.keras3.horovod import correct_tensorflow_api
+    from tfdist.keras_compat.horovod import correct_tensorflow_api
 
     correct_tensorflow_api(module)
 
@@ -161,15 +161,15 @@ def _tf_keras_is_keras3() -> bool:
 
 
 def _optimizer_takes_keras3(module) -> None:
-    """hvd.DistributedOptimizer of a Keras 3 optimizer: tfdist.keras3.horovod's."""
+    """hvd.DistributedOptimizer of a Keras 3 optimizer: tfdist.keras_compat.horovod's."""
     keras2 = module.DistributedOptimizer
 
     @functools.wraps(keras2)
     def DistributedOptimizer(optimizer, *args, **kwargs):
-        from tfdist.keras3 import is_keras3
+        from tfdist.keras_compat import is_keras3
 
         if is_keras3(optimizer):
-            from tfdist.keras3.horovod import distributed_optimizer
+            from tfdist.keras_compat.horovod import distributed_optimizer
 
             return distributed_optimizer(optimizer, *args, **kwargs)
         return keras2(optimizer, *args, **kwargs)
@@ -179,13 +179,13 @@ def _optimizer_takes_keras3(module) -> None:
 
 def _callbacks_take_keras3_models(impl) -> None:
     """Horovod's callback implementations, where they touch Keras objects, dispatch to
-    tfdist.keras3.horovod when the callback's model (or the variable) is a Keras 3 one.
+    tfdist.keras_compat.horovod when the callback's model (or the variable) is a Keras 3 one.
     MetricAverageCallback reduces the numbers in `logs`, through its backend's `constant`, which
     only tf-keras's backend has."""
-    from tfdist.keras3 import is_keras3
+    from tfdist.keras_compat import is_keras3
 
     def keras3():
-        from tfdist.keras3 import horovod
+        from tfdist.keras_compat import horovod
 
         return horovod
 

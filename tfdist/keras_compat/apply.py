@@ -10,14 +10,11 @@ from __future__ import annotations
 import sys
 
 from tfdist import import_hooks
-
-TRAINER = "keras.src.backend.tensorflow.trainer"  # Keras 3's TensorFlow fit/evaluate/predict
-LOSS_SCALE = "keras.src.optimizers.loss_scale_optimizer"  # mixed_float16's LossScaleOptimizer
-ADAPTERS = "keras.src.trainers.data_adapters"  # which inputs fit, evaluate and predict take
+from tfdist.keras_compat.modules import ADAPTERS, LOSS_SCALE, TRAINER
 
 
 def _correct_trainer(trainer) -> None:
-    from tfdist.keras3 import distributed_input, multi_worker, parameter_server, replica_loss
+    from tfdist.keras_compat import distributed_input, multi_worker, parameter_server, replica_loss
 
     multi_worker.apply(trainer)
     parameter_server.apply(trainer)
@@ -26,13 +23,13 @@ def _correct_trainer(trainer) -> None:
 
 
 def _correct_adapters(module) -> None:
-    from tfdist.keras3 import distributed_input
+    from tfdist.keras_compat import distributed_input
 
     distributed_input.accept_datasets_from_function(module)
 
 
 def _correct_loss_scale(module) -> None:
-    from tfdist.keras3 import loss_scale
+    from tfdist.keras_compat import loss_scale
 
     loss_scale.apply(module)
 

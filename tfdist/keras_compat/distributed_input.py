@@ -9,7 +9,7 @@ cause and no fix (measured: Keras 3.8.0, TensorFlow 2.18.1, `tfdist train --kera
 --strategy=multi_worker`).
 
 - `accept_datasets_from_function`: where `is_tf_dataset` is code tfdist knows
-  (tfdist.keras3.known_sources: that of Keras 3.0 to 3.8, and of 3.9 on, which accepts the class
+  (keras_compat.known_sources: that of Keras 3.0 to 3.8, and of 3.9 on, which accepts the class
   already), it also accepts that class.
 - `apply`: fit, evaluate and predict ask Keras's own (possibly corrected) `is_tf_dataset`, and a
   Keras that still takes no distributed dataset (code tfdist does not know) gets an error naming
@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 
 from tfdist.errors import ConfigError
-from tfdist.keras3.known_sources import known
+from tfdist.keras_compat.known_sources import known
 
 _MARK = "_tfdist_distributed_input"
 DISTRIBUTED = ("DistributedDataset", "DistributedDatasetsFromFunction")

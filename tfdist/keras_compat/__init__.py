@@ -1,9 +1,14 @@
-"""Keras 3 (`import keras`) under tfdist: what kind of Keras an object belongs to, and every
-correction tfdist makes to Keras 3 so that its models train under each strategy.
+"""Everything tfdist knows about Keras: which Keras an object belongs to, one adapter per Keras
+with the same functions tfdist's callbacks and engines call, and every correction tfdist makes to
+Keras 3 so that its models train under each strategy.
 
-One module per correction area, each tied to the Keras versions it was measured on and applied
-when Keras 3 is imported (before or after tfdist). Engines and callbacks ask `is_keras3(...)`
-here; they never test Keras versions themselves.
+- `adapter(model)`: tfdist.keras_compat.keras3_adapter or tf_keras_adapter, chosen once per model
+  (Horovod's `*Impl(backend)` pattern). Engines and callbacks call it; they never ask which Keras.
+- Keras 3's corrections, applied when Keras 3 is imported (apply): multi_worker,
+  parameter_server, distributed_input, replica_loss, loss_scale; Horovod's Keras API bound to
+  tf.keras's Keras (horovod_binding) and Keras 3's Horovod optimizer and callbacks (horovod).
+- The gate (known_sources): every Keras or tf-keras function tfdist corrects, copies or replaces,
+  with the sources it was run on; modules: their modules' names, each written once.
 """
 
 import sys
@@ -24,17 +29,25 @@ def is_keras3(obj) -> bool:
     return any(c.__module__.split(".")[0] == "keras" for c in cls.__mro__)
 
 
+def adapter(obj):
+    """The adapter of the Keras `obj` (a model, layer, optimizer or callback, or its class)
+    belongs to: tfdist.keras_compat.keras3_adapter or tf_keras_adapter."""
+    if is_keras3(obj):
+        from tfdist.keras_compat import keras3_adapter
+
+        return keras3_adapter
+    from tfdist.keras_compat import tf_keras_adapter
+
+    return tf_keras_adapter
+
+
 def train_counter(model):
     """The variable counting the training steps that `model`'s current fit has completed (from 0,
     incremented after each step's outputs, so a step waiting for its batch is not counted):
     tf-keras's own `_train_counter`; for a Keras 3 model under parameter servers, the one
     tfdist's coordinator-driven fit keeps. None where there is none. Not the optimizer's
     counter: a train_step that steps optimizers of its own (a GAN) never moves that one."""
-    if is_keras3(model):
-        from tfdist.keras3.parameter_server import train_counter as keras3_counter
-
-        return keras3_counter(model)
-    return getattr(model, "_train_counter", None)
+    return adapter(model).train_counter(model)
 
 
 def keras_module(version: int):

@@ -16,9 +16,9 @@ the gradients are all-reduced already, which Keras 3's optimizers do only later,
 tf-keras all-reduces before it decides, so every replica agrees. Corrected here the same way at
 the smallest cost: `check_finite` all-reduces the count of replicas with non-finite gradients (one
 scalar) and every replica skips when any has one. Under one replica (also Horovod, whose
-agreement tfdist.keras3.horovod makes) Keras's own check runs unchanged.
+agreement tfdist.keras_compat.horovod makes) Keras's own check runs unchanged.
 
-Tied to the source of the two functions it relies on (tfdist.keras3.known_sources): a Keras whose
+Tied to the source of the two functions it relies on (keras_compat.known_sources): a Keras whose
 code changed gets KerasCorrectionUnknown under several replicas, never a blind patch.
 """
 
@@ -28,11 +28,12 @@ import functools
 import importlib.metadata
 import logging
 
-from tfdist.keras3.known_sources import KerasCorrectionUnknown, known, unknown
+from tfdist.keras_compat.known_sources import KerasCorrectionUnknown, known, unknown
+from tfdist.keras_compat.modules import LOSS_SCALE
 
 log = logging.getLogger("tfdist")
 
-# The functions whose code the correction relies on (tfdist.keras3.known_sources.RUN).
+# The functions whose code the correction relies on (tfdist.keras_compat.known_sources.RUN).
 RELIES_ON = ("LossScaleOptimizer.check_finite", "LossScaleOptimizer._tf_apply")
 _MARK = "_tfdist_loss_scale"
 
@@ -49,7 +50,7 @@ def apply(module) -> None:
 
 def _unknown(version: str) -> KerasCorrectionUnknown:
     return unknown(
-        RELIES_ON, "keras.src.optimizers.loss_scale_optimizer", version,
+        RELIES_ON, LOSS_SCALE, version,
         "so that every replica of a mixed_float16 model makes the same apply-or-skip decision "
         "(Keras decides on each replica's own gradients: a hang or inf weights when one replica "
         "overflows)", "use --mixed_precision=mixed_bfloat16 (no loss scaling), or tf-keras "

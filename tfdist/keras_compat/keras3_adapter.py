@@ -1,26 +1,52 @@
-"""What tfdist's callbacks (tfdist.train) do differently for a Keras 3 model: the hooks Keras 3's
-`fit` offers where tf-keras's differ. The callbacks hold the logic; these adapters are thin.
+"""Keras 3 (`import keras`, tf.keras on TensorFlow >= 2.16) under tfdist's callbacks: the same
+functions as tfdist.keras_compat.tf_keras_adapter, through the hooks Keras 3's `fit` offers.
 
-- `start_at`: where a resumed fit starts. tf-keras asks `model._training_state` for the epoch and
-  step; Keras 3 reads only the epoch (`model._initial_epoch`, the hook of its own
+- `start_from`: where a resumed fit starts. tf-keras asks `model._training_state` for the epoch
+  and step; Keras 3 reads only the epoch (`model._initial_epoch`, the hook of its own
   BackupAndRestore) and has no step. The first `step` calls of the resumed epoch's train function
   then return without running: no batch is taken and no update made, so the epoch trains its
   remaining steps on the batches after the checkpoint's (the data already skips those trained,
   rt.dataset(skip_steps=...)), as tf-keras's resumed epoch does, and Keras's callbacks see the
   same batch numbers.
 - `instrument_steps`: the train function rebuilt with the input wait and samples counted inside
-  the step (tfdist.train.input_wait), as Keras 3.15's `_make_function` builds it for one step per
-  call.
-- `tensorboard`: Keras 3's own TensorBoard callback.
-- `loss_scale`: the dynamic loss scale of Keras 3's LossScaleOptimizer.
+  the step (tfdist.train.input_wait), as Keras 3.15's `make_train_function` builds it for one step
+  per call (source gated: tfdist.keras_compat.known_sources).
+- `build_to_restore`: a model Keras 3 would build only in its first step, built before a restore.
+- `tensorboard`: Keras 3's own TensorBoard callback; `loss_scale`: its LossScaleOptimizer's.
+- Layer statistics: Keras 3 keeps a replica's own BatchNormalization statistics, averaged by
+  tfdist (tfdist.distribute.layer_statistics).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+GENERATION = 3  # the identity a checkpoint records: the variables' names differ between Kerases
+STATISTICS_AVERAGED_BY_STRATEGY = False
+MAKE_TRAIN_FUNCTION = "TensorFlowTrainer.make_train_function"
 
-def start_at(model, epoch: int, step: int) -> None:
+
+def train_counter(model):
+    """The steps the current fit completed: under parameter servers the variable tfdist's
+    coordinator-driven fit keeps; else None (Keras 3 has no such counter)."""
+    from tfdist.keras_compat.parameter_server import train_counter as coordinator_counter
+
+    return coordinator_counter(model)
+
+
+def build_optimizer(model) -> None:
+    """Make the optimizer's variables before a restore, so every one of them is filled."""
+    if not model.optimizer.built and model.trainable_variables:
+        model.optimizer.build(model.trainable_variables)
+
+
+def start_from(model, state, steps_per_epoch: int) -> None:
+    """Make this fit start where `state` (a callback with maybe_load_initial_counters_from_ckpt)
+    says; call from on_train_begin."""
+    _start_at(model, *state.maybe_load_initial_counters_from_ckpt(steps_per_epoch, 0))
+
+
+def _start_at(model, epoch: int, step: int) -> None:
     """Make Keras 3's fit (called from on_train_begin) start `step` steps into `epoch`."""
     model._initial_epoch = epoch
     if not step:
@@ -38,7 +64,7 @@ def start_at(model, epoch: int, step: int) -> None:
     model.train_function = skipping
 
 
-def fit_ended(model) -> None:
+def fit_ended(model, state) -> None:
     """Forget the start of this fit: a later fit starts where its caller says."""
     model._initial_epoch = None
 
@@ -50,13 +76,17 @@ def instrument_steps(model, counters, batch_size) -> None:
     """
     import tensorflow as tf
 
-    trainer = __import__("keras.src.backend.tensorflow.trainer", fromlist=["reduce_per_replica"])
+    import importlib
+
+    from tfdist.keras_compat.modules import TRAINER
+
+    trainer = importlib.import_module(TRAINER)
     strategy = model.distribute_strategy
     own = model.train_function
-    coordinator = getattr(model, "_cluster_coordinator", None)  # tfdist.keras3.parameter_server
+    coordinator = getattr(model, "_cluster_coordinator", None)  # keras_compat.parameter_server
     train_step = model.train_step
     if coordinator is not None:  # the watchdog counts the steps done there
-        from tfdist.keras3.parameter_server import counting_step
+        from tfdist.keras_compat.parameter_server import counting_step
 
         train_step = counting_step(model)
 
@@ -109,8 +139,20 @@ def build_to_restore(model, element_spec) -> None:
         model._symbolic_build(data_batch=element_spec)
 
 
-def steps_per_execution(model) -> int:
-    return int(getattr(model, "steps_per_execution", 1) or 1)
+def steps_unsupported(model) -> Optional[str]:
+    """Why the steps of this model's fit cannot be instrumented, or None."""
+    if int(getattr(model, "steps_per_execution", 1) or 1) != 1:
+        return "steps_per_execution is not 1"
+    import importlib
+
+    from tfdist.keras_compat import known_sources
+    from tfdist.keras_compat.modules import TRAINER
+
+    trainer = importlib.import_module(TRAINER)
+    if not known_sources.known(MAKE_TRAIN_FUNCTION, trainer.TensorFlowTrainer.make_train_function):
+        return (f"Keras's {MAKE_TRAIN_FUNCTION} is not code tfdist ran "
+                "(tfdist.keras_compat.known_sources)")
+    return None
 
 
 def tensorboard(log_dir: str):

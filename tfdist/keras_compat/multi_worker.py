@@ -16,7 +16,7 @@ and 2.21.0):
    under one-worker MirroredStrategy and as tf-keras does under every strategy.
 
 Both apply only in multi-worker mode; elsewhere Keras's own code runs. Each is tied to the source
-of the function it corrects (tfdist.keras3.known_sources): a Keras whose function changed is not
+of the function it corrects (keras_compat.known_sources): a Keras whose function changed is not
 patched blindly. In multi-worker mode it gets KerasCorrectionUnknown, naming the function, the
 version and the fix; elsewhere Keras's own code runs unchanged.
 """
@@ -27,15 +27,15 @@ import functools
 import importlib.metadata
 import logging
 
-from tfdist.keras3.known_sources import KerasCorrectionUnknown, known, unknown  # noqa: F401
+from tfdist.keras_compat.known_sources import KerasCorrectionUnknown, known, unknown  # noqa: F401
+from tfdist.keras_compat.modules import TRAINER
 
 log = logging.getLogger("tfdist")
 _MARK = "_tfdist_keras3_correction"
-MODULE = "keras.src.backend.tensorflow.trainer"
 
 
 def _unknown(name: str, version: str) -> KerasCorrectionUnknown:
-    return unknown((name, ), MODULE, version,
+    return unknown((name, ), TRAINER, version,
                    "so that Keras 3 trains under MultiWorkerMirroredStrategy (it fails there "
                    "otherwise, keras-team/keras#20585)",
                    "build the model with tf-keras (`export TF_USE_LEGACY_KERAS=1` and `from "

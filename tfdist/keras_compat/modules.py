@@ -1,0 +1,11 @@
+"""The Keras modules whose private code tfdist corrects, copies or reads: each name written once.
+
+Keras 3's modules are corrected when they are imported (tfdist.keras_compat.apply) and their
+functions gated by source (tfdist.keras_compat.known_sources); tf-keras's are read by its adapter
+(tfdist.keras_compat.tf_keras_adapter). Plain strings: importing this imports no Keras.
+"""
+
+TRAINER = "keras.src.backend.tensorflow.trainer"  # Keras 3's TensorFlow fit/evaluate/predict
+LOSS_SCALE = "keras.src.optimizers.loss_scale_optimizer"  # mixed_float16's LossScaleOptimizer
+ADAPTERS = "keras.src.trainers.data_adapters"  # which inputs fit, evaluate and predict take
+TF_KERAS_TRAINING = "tf_keras.src.engine.training"  # tf-keras's Model: fit and its train function
