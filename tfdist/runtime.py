@@ -228,11 +228,32 @@ def init(strategy: str = "auto",
              cluster.local_world_size, engine.name, role, plan.summary(), growth)
     runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling, gpus=plan)
     _explain_uncaught_failures(engine)
+    if roles.trains:
+        _guard_fit(engine)
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
         engine.serve()  # parameter_server's ps and worker tasks
         log.info("%s %s done: the chief has finished.", roles.task_type, roles.task_index)
         sys.exit(0)
     return runtime
+
+
+def _guard_fit(engine: Engine) -> None:
+    """Make `fit` refuse a model made outside the engine's strategy where that model would train
+    as one copy per worker or on one device of several (tfdist.keras_compat.strategy_guard).
+    Horovod's and a single device's strategy is TensorFlow's default: nothing to refuse."""
+    import tensorflow as tf
+
+    from tfdist.keras_compat import strategy_guard
+
+    strategy = engine.strategy
+    several = engine.num_replicas_in_sync > 1 or engine.world_size > 1
+    if strategy is None or strategy is tf.distribute.get_strategy() or not several:
+        strategy_guard.expect(None, "")
+        return
+    strategy_guard.expect(
+        strategy, f"--strategy={engine.name}, {engine.world_size} "
+        f"task{'s' if engine.world_size > 1 else ''}, {engine.num_replicas_in_sync} "
+        f"replica{'s' if engine.num_replicas_in_sync > 1 else ''} in sync")
 
 
 def _explain_uncaught_failures(engine: Engine) -> None:

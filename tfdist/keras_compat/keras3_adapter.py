@@ -34,6 +34,11 @@ def train_counter(model):
     return coordinator_counter(model)
 
 
+def strategy_at_build(model):
+    """The distribution strategy in scope when `model` was made; None outside any."""
+    return getattr(model, "_distribute_strategy", None)
+
+
 def build_optimizer(model) -> None:
     """Make the optimizer's variables before a restore, so every one of them is filled."""
     if not model.optimizer.built and model.trainable_variables:

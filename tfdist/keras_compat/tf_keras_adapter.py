@@ -33,6 +33,11 @@ def build_to_restore(model, element_spec) -> None:
     before then fills its variables as they are made (deferred restore)."""
 
 
+def strategy_at_build(model):
+    """The distribution strategy in scope when `model` was made; None outside any."""
+    return getattr(model, "_distribution_strategy", None)
+
+
 def build_optimizer(model) -> None:
     """Make the optimizer's slot variables before a restore, so every one of them is filled."""
     if model.trainable_variables:

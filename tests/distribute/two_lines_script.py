@@ -1,0 +1,61 @@
+"""keras.io's "Simple MNIST convnet" (NumPy arrays, one-hot labels, validation_split), on
+scikit-learn's digits, unchanged but for tfdist's two lines (marked). argv: KERAS (2: tf.keras
+under TF_USE_LEGACY_KERAS=1, 3: `import keras`), OUT (each rank writes OUT.<rank>.npz), WHEN
+(`scope`: the model made and compiled after tfdist.init() in `with rt.scope()`, as the docs
+say; `after`: after init() without the scope; `before`: before init()), and
+optionally `mirrored`: one process with 2 logical CPUs (as a node with 2 GPUs) under
+tfdist.init(strategy="mirrored", cpu_devices=2)."""
+
+import contextlib
+import os
+import sys
+
+import numpy as np
+from sklearn.datasets import load_digits
+
+KERAS, OUT, WHEN = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+MIRRORED = sys.argv[4:] == ["mirrored"]
+if KERAS == 2:
+    from tensorflow import keras  # tf-keras: the test environment exports TF_USE_LEGACY_KERAS=1
+else:
+    import keras
+
+import tfdist  # noqa: E402  # tfdist
+
+if MIRRORED:  # two devices, as a node with two GPUs has them
+    import tensorflow as tf
+
+    tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                               [tf.config.LogicalDeviceConfiguration()] * 2)
+
+num_classes, input_shape = 10, (8, 8, 1)
+digits = load_digits()
+x = (digits.images / 16.0).astype("float32")[..., None]
+y = keras.utils.to_categorical(digits.target, num_classes)
+x_train, y_train = x[:1500], y[:1500]
+
+
+def make_model():
+    return keras.Sequential([
+        keras.Input(shape=input_shape),
+        keras.layers.Conv2D(16, kernel_size=(3, 3), activation="relu"),
+        keras.layers.Flatten(),
+        keras.layers.Dropout(0.5),
+        keras.layers.Dense(num_classes, activation="softmax"),
+    ])
+
+
+if WHEN == "before":
+    model = make_model()
+rt = tfdist.init(**(dict(strategy="mirrored", cpu_devices=2) if MIRRORED else {}))  # tfdist
+if WHEN == "after":
+    model = make_model()
+with rt.scope() if WHEN == "scope" else contextlib.nullcontext():  # tfdist (`scope`)
+    if WHEN == "scope":
+        model = make_model()
+    model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
+model.fit(x_train, y_train, batch_size=64, epochs=2, validation_split=0.1, verbose=2)
+rank = os.environ.get("TFDIST_LAUNCH_RANK", "0")
+np.savez(f"{OUT}.{rank}.npz",
+         replicas=model.distribute_strategy.num_replicas_in_sync,
+         *model.get_weights())
