@@ -25,8 +25,8 @@ import tfdist  # noqa: E402  # tfdist
 if MIRRORED:  # two devices, as a node with two GPUs has them
     import tensorflow as tf
 
-    tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
-                                               [tf.config.LogicalDeviceConfiguration()] * 2)
+    tf.config.set_logical_device_configuration(
+        tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 
 num_classes, input_shape = 10, (8, 8, 1)
 digits = load_digits()

@@ -47,8 +47,8 @@ def check(model) -> None:
     made_under = adapter(model).strategy_at_build(model)
     if made_under is strategy:
         return
-    where = ("outside any distribution strategy" if made_under is None else
-             f"under another strategy ({type(made_under).__name__})")
+    where = ("outside any distribution strategy"
+             if made_under is None else f"under another strategy ({type(made_under).__name__})")
     raise ModelOutsideStrategy(
         f"{type(model).__name__} was made {where}, not in tfdist's ({_expected['what']}): "
         "its fit would train an independent copy in every task, on one device. Fix: make and "
