@@ -41,12 +41,11 @@ def test_a_script_with_only_init_trains_under_horovod_sbatch_in_its_model_dir(sl
     assert job.state == "COMPLETED", job.describe()
     assert training_tasks(job.log) == {0: N1, 1: N2}, job.describe()
     model_dir = jobdir / "runs" / "hvd"
-    # The log: the batch script's strategy, and tfdist.init()'s on both ranks.
+    # The log: the batch script's strategy, and tfdist.init()'s (the chief speaks for all).
     assert f"model dir {model_dir}, strategy horovod\n" in job.log, job.describe()
-    for rank, node in ((0, N1), (1, N2)):
-        assert re.search(
-            rf"^{rank}: tfdist: slurm, rank {rank} of 2 on {node} \(local rank 0 of 1\), "
-            r"strategy horovod,", job.log, re.M), job.describe()
+    assert re.search(
+        rf"^0: tfdist: slurm, rank 0 of 2 on {N1} \(local rank 0 of 1\), strategy horovod,",
+        job.log, re.M), job.describe()
     assert re.findall(r"^(\d+): tfdist: model dir (\S+) \(from \$MODEL_DIR\)$", job.log,
                       re.M) == [("0", str(model_dir))], job.describe()
     # What each rank printed: Horovod, the job's directory, the same weights (one model).
