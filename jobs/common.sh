@@ -8,10 +8,15 @@
 #                checkout that holds jobs/, else python3 on PATH); its bin/ goes first on PATH
 #   TFDIST_BIN   the tfdist command (default: $PYTHON -u -m tfdist.cli.main)
 #   MODEL_DIR    run directory: checkpoints, metrics.json, model (default: runs/<job name>-<job id>,
-#                which a requeued job keeps); also the first positional argument
+#                which a requeued job keeps); also the first positional argument. Exported: your
+#                command's tfdist.init() takes it as rt.model_dir
 #   PIPELINE (digits), MODEL (cnn), EPOCHS (tfdist train's: 10; parameter_server 20, with Adam),
 #   BATCH_SIZE (per replica),
-#   NUM_PS (parameter_server: 1), CPU_DEVICES (mirrored without GPUs: split the CPU)
+#   NUM_PS (parameter_server: 1), EVALUATOR (parameter_server: 1 makes the last task the
+#   evaluator), CPU_DEVICES (mirrored without GPUs: split the CPU)
+# The job's strategy (and NUM_PS, EVALUATOR) reach your command too, as TFDIST_STRATEGY (and
+# TFDIST_NUM_PS, TFDIST_EVALUATOR): its tfdist.init() runs under them, and one that asks for
+# another stops with an error naming both.
 #   REQUEUE      1 (default): at the time-limit signal checkpoint, requeue, resume; 0: exit 75
 #                (exported as TFDIST_REQUEUE, for tfdist train and your own rt.callbacks); also
 #                after a hang or a lost task, at most TFDIST_MAX_RESTARTS (2) times a job
@@ -97,7 +102,21 @@ tfdist_job() {
             tfdist_die "tfdist is not installed in $PYTHON: activate its virtualenv before" \
                 "sbatch, or set PYTHON=/path/to/venv/bin/python (or TFDIST_BIN)."
     fi
-    [[ $strategy == parameter_server ]] && strategy_args+=(--num_ps="${NUM_PS:-1}")
+    # The job's choice, for every task's tfdist.init() (tfdist.cluster.launcher_choice): your
+    # command's runs under this strategy, as tfdist train and the doctor do.
+    export TFDIST_STRATEGY=$strategy TFDIST_STRATEGY_BY="jobs/$strategy.sbatch"
+    unset TFDIST_NUM_PS TFDIST_EVALUATOR
+    if [[ $strategy == parameter_server ]]; then
+        export TFDIST_NUM_PS=${NUM_PS:-1}
+        strategy_args+=(--num_ps="$TFDIST_NUM_PS")
+        case ${EVALUATOR:-} in
+            '') ;;
+            1) strategy_args+=(--evaluator) ;;
+            0) strategy_args+=(--noevaluator) ;;
+            *) tfdist_die "EVALUATOR=$EVALUATOR: expected 1 (the last task evaluates) or 0." ;;
+        esac
+        [[ -z ${EVALUATOR:-} ]] || export TFDIST_EVALUATOR=$EVALUATOR
+    fi
     # An element of `tfdist sweep`'s job array: its MODEL_DIR and flags, from the sweep's file.
     local -a element=()
     if [[ -n ${TFDIST_SWEEP_DIR:-} ]]; then
@@ -130,7 +149,7 @@ tfdist_job() {
         "(SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0}), $(date '+%F %T')"
     tfdist_log "$SLURM_JOB_NUM_NODES node(s) $SLURM_JOB_NODELIST, ${SLURM_NTASKS:-1} task(s)" \
         "(${SLURM_TASKS_PER_NODE:-1} per node), ${SLURM_CPUS_PER_TASK:-1} CPU(s) per task"
-    tfdist_log "python $PYTHON, model dir $MODEL_DIR"
+    tfdist_log "python $PYTHON, model dir $MODEL_DIR, strategy ${strategy_args[*]#--strategy=}"
 
     local -a doctor=("${tfdist[@]}" doctor "${strategy_args[@]}" --model_dir="$MODEL_DIR")
     case ${DOCTOR:-quick} in

@@ -1,4 +1,5 @@
-"""Every `TFDIST_*` environment variable, in one place: its name, who sets it and what it does.
+"""Every `TFDIST_*` environment variable (and `MODEL_DIR`, which the `jobs/` scripts export), in
+one place: its name, who sets it and what it does.
 
 The code reads the names from here (e.g. `env_vars.PORT.name`), and the documentation's table of
 variables is generated from `VARIABLES`, so the two cannot drift apart. `tests/test_docs.py`
@@ -54,6 +55,12 @@ JOBS_DIR = _var(
     "TFDIST_JOBS_DIR", USER, "the folder of the batch script",
     "`jobs/` scripts: where `common.sh` and `task.sh` are, for a copy of a script kept "
     "elsewhere (Slurm runs a copy of the batch script).")
+MODEL_DIR = _var(
+    "MODEL_DIR", USER, "`runs/<job name>-<job id>` in the `jobs/` scripts; else none",
+    "The run directory (checkpoints, `metrics.json`, the model). The `jobs/` scripts export it "
+    "(their first argument) and `tfdist scale`/`tfdist sweep` set it per run; `tfdist.init()` "
+    "takes it as `rt.model_dir`, the default of `rt.callbacks()` and `rt.resume()`. A "
+    "`tfdist.init(model_dir=...)` naming another directory is an error.")
 PREEMPT_GRACE = _var(
     "TFDIST_PREEMPT_GRACE", USER, "60 (seconds)",
     "`jobs/task.sh`: how long a task other than rank 0 that exits 75 (preempted) waits for "
@@ -85,13 +92,30 @@ RENDEZVOUS_ID = _var(
     "`mpirun_rsh` outside a batch job): `mpirun_rsh ... TFDIST_RENDEZVOUS_ID=$RANDOM ...`.")
 
 # Set by tfdist for the processes it starts or configures.
+STRATEGY = _var(
+    "TFDIST_STRATEGY", TFDIST, "",
+    "The strategy the launcher runs its processes under: `jobs/<strategy>.sbatch` and "
+    "`tfdist launch --strategy` export it. `tfdist.init()` (strategy `auto`) takes it, in every "
+    "environment; a script or `--strategy` that asks for another stops with an error naming "
+    "both.")
+NUM_PS = _var(
+    "TFDIST_NUM_PS", TFDIST, "",
+    "Beside `TFDIST_STRATEGY=parameter_server`: the parameter-server tasks "
+    "(`jobs/parameter_server.sbatch`'s `NUM_PS`, `tfdist launch --num_ps`); `tfdist.init()` "
+    "takes it, another `num_ps` in the script is an error.")
+EVALUATOR = _var(
+    "TFDIST_EVALUATOR", TFDIST, "",
+    "Beside `TFDIST_STRATEGY=parameter_server`: `1` makes the last task the evaluator, `0` "
+    "not (`jobs/parameter_server.sbatch`'s `EVALUATOR`, `tfdist launch --evaluator`); another "
+    "`evaluator` in the script is an error.")
+STRATEGY_BY = _var(
+    "TFDIST_STRATEGY_BY", TFDIST, "",
+    "Who set `TFDIST_STRATEGY`, for the messages: `jobs/horovod.sbatch`, `tfdist launch`, ...")
 LAUNCH_RANK = _var("TFDIST_LAUNCH_RANK", TFDIST, "", "`tfdist launch`: this process's rank.")
 LAUNCH_WORLD_SIZE = _var("TFDIST_LAUNCH_WORLD_SIZE", TFDIST, "",
                          "`tfdist launch`: the number of processes.")
 LAUNCH_PORT = _var("TFDIST_LAUNCH_PORT", TFDIST, "",
                    "`tfdist launch`: the base port it checked free.")
-LAUNCH_STRATEGY = _var("TFDIST_LAUNCH_STRATEGY", TFDIST, "",
-                       "`tfdist launch --strategy`: the strategy its processes build roles for.")
 TASK_HOSTS = _var(
     "TFDIST_TASK_HOSTS", TFDIST, "",
     "Under a launcher that names only each process's rank: every rank's host, once exchanged "

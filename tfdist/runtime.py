@@ -16,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import sys
 from typing import Any, Optional
 
+from tfdist import env_vars
 from tfdist.cluster import Cluster, Roles, build_roles, detect
 from tfdist.cluster.gpus import GpuPlan
 from tfdist.distribute import Engine, make_engine
@@ -46,13 +48,17 @@ class Runtime:
                  roles: Roles,
                  engine: Engine,
                  lr_scaling: str = "linear",
-                 gpus: Optional[GpuPlan] = None):
+                 gpus: Optional[GpuPlan] = None,
+                 model_dir: Optional[str] = None):
         if lr_scaling not in LR_SCALING:
             raise ConfigError(f"lr_scaling={lr_scaling!r}: expected one of "
                               f"{', '.join(LR_SCALING)} (--lr_scaling).")
         self.cluster, self.roles, self.engine = cluster, roles, engine
         self.lr_scaling = lr_scaling
         self.gpus = gpus  # the GPUs this task uses (tfdist.cluster.gpus.GpuPlan)
+        # The run directory (init's model_dir, else $MODEL_DIR, else None): callbacks' and
+        # resume's default.
+        self.model_dir = model_dir
         self._input_counter = None  # batches delivered, for the progress watchdog
         self._element_spec = None  # of rt.dataset's batches: builds a Keras 3 model to restore
         self._watchdog_off = False  # rt.callbacks(watchdog_timeout=0): nothing to count for
@@ -151,20 +157,26 @@ class Runtime:
         itself."""
         return self.engine.wrap_optimizer(optimizer)
 
-    def resume(self, model_dir: Optional[str], batch_size: Optional[int] = None, **identity: Any):
-        """Where training in model_dir continues: a tfdist.train.checkpoint.Resume with `epoch`,
-        `step`, `steps_done` (zeros for a new run). A checkpoint of another strategy, global
+    def resume(self,
+               model_dir: Optional[str] = None,
+               batch_size: Optional[int] = None,
+               **identity: Any):
+        """Where training in model_dir (default: rt.model_dir) continues: a
+        tfdist.train.checkpoint.Resume with `epoch`, `step`, `steps_done` (zeros for a new run, or
+        without a model directory). A checkpoint of another strategy, global
         batch (checked when the per-replica `batch_size` is given) or `identity` (e.g.
         model="cnn") is refused (ResumeRefused), as rt.callbacks would; another world size with
         the same global batch is allowed, and the log says so."""
         from tfdist.train.callbacks import resume_identity
         from tfdist.train.checkpoint import resume_point
 
+        model_dir = self.model_dir if model_dir is None else model_dir
         return resume_point(model_dir, resume_identity(self.engine, batch_size, identity))
 
     def callbacks(self, model_dir: Optional[str] = None, **options: Any) -> list:
         """The callbacks for model.fit: the engine's (Horovod: broadcast and metric averaging) and
-        the throughput meter; with `model_dir` also checkpoints, resume, preemption (exit 75,
+        the throughput meter; with `model_dir` (default: rt.model_dir, from tfdist.init's
+        model_dir or $MODEL_DIR) also checkpoints, resume, preemption (exit 75,
         requeue), TensorBoard and metrics.json; and the progress watchdog (a stalled job ends
         naming the stuck rank). Options: tfdist.train.callbacks.training_callbacks (batch_size,
         checkpoint_steps, requeue, meter, tensorboard, progress, identity, facts,
@@ -173,6 +185,7 @@ class Runtime:
 
         from tfdist.train.watchdog import timeout_setting
 
+        model_dir = self.model_dir if model_dir is None else model_dir
         options.setdefault("input_batches", self._input_batches)  # rt.dataset may come later
         options.setdefault("element_spec", lambda: self._element_spec)
         self._watchdog_off = timeout_setting(options.get("watchdog_timeout")) == 0.0
@@ -191,15 +204,25 @@ class Runtime:
 
 
 def init(strategy: str = "auto",
-         num_ps: int = 1,
-         evaluator: bool = False,
+         num_ps: Optional[int] = None,
+         evaluator: Optional[bool] = None,
          port: Optional[int] = None,
          lr_scaling: str = "linear",
          serve_and_exit: bool = True,
          task_gpus: str = "auto",
          gpu_memory_growth: bool = True,
+         model_dir: Optional[str] = None,
          **engine_options: Any) -> Runtime:
     """Detect the cluster, build this task's roles for `strategy` and make its engine.
+
+    `strategy` auto takes the launcher's (`jobs/<strategy>.sbatch`, `tfdist launch --strategy`:
+    $TFDIST_STRATEGY), else multi_worker for several tasks, else one task's default; a strategy,
+    `num_ps` or `evaluator` other than the launcher's is a ConfigError naming both. `num_ps`
+    (default 1) and `evaluator` (default False) are parameter_server's.
+
+    `model_dir` (default: $MODEL_DIR, which the `jobs/` scripts export) is the run directory,
+    `rt.model_dir`: the default of `rt.callbacks()` and `rt.resume()`. One that is not
+    $MODEL_DIR's directory is a ConfigError naming both.
 
     Parameter-server and worker tasks of `parameter_server` serve until the chief finishes and then
     exit the process (status 0) when `serve_and_exit`, so one script serves every role unchanged.
@@ -212,6 +235,7 @@ def init(strategy: str = "auto",
     from tfdist.distribute.devices import pin_gpus
     from tfdist.distribute.horovod_setup import launcher_local_rank
 
+    model_dir, model_dir_from = _run_directory(model_dir, os.environ)
     cluster = detect()
     quiet_other_tasks(cluster.rank)
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
@@ -226,7 +250,9 @@ def init(strategy: str = "auto",
     log.info("%s, rank %d of %d on %s (local rank %d of %d), strategy %s%s, %s%s",
              cluster.environment, engine.rank, engine.world_size, cluster.host, cluster.local_rank,
              cluster.local_world_size, engine.name, role, plan.summary(), growth)
-    runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling, gpus=plan)
+    runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling, gpus=plan, model_dir=model_dir)
+    if model_dir:
+        log.info("model dir %s (%s)", model_dir, model_dir_from)
     _explain_uncaught_failures(engine)
     if roles.trains:
         _guard_fit(engine)
@@ -254,6 +280,24 @@ def _guard_fit(engine: Engine) -> None:
         strategy, f"--strategy={engine.name}, {engine.world_size} "
         f"task{'s' if engine.world_size > 1 else ''}, {engine.num_replicas_in_sync} "
         f"replica{'s' if engine.num_replicas_in_sync > 1 else ''} in sync")
+
+
+def _run_directory(model_dir: Optional[str], environ) -> tuple[Optional[str], str]:
+    """init's run directory and where it came from: `model_dir`, else $MODEL_DIR; both given,
+    they must be one directory."""
+    name = env_vars.MODEL_DIR.name
+    job = environ.get(name) or None
+    if model_dir is None:
+        return job, f"from ${name}"
+    model_dir = os.fspath(model_dir)
+    if job is not None and os.path.realpath(model_dir) != os.path.realpath(job):
+        raise ConfigError(
+            f"tfdist.init(model_dir={model_dir!r}), but this job's {name} is {job!r} (the `jobs/` "
+            f"scripts export their run directory as {name}): two run directories for one run. "
+            f"Fix: leave model_dir out of tfdist.init() (it takes ${name}: rt.model_dir), or "
+            f"give the job that directory (`sbatch jobs/<strategy>.sbatch {model_dir} -- ...`, "
+            f"or {name}={model_dir}).")
+    return model_dir, "tfdist.init(model_dir=...)"
 
 
 def _explain_uncaught_failures(engine: Engine) -> None:

@@ -128,4 +128,10 @@ def test_auto_takes_the_launchers_strategy():
     c = detect(launch_environ(0, 4, 29400, strategy="parameter_server"))
     roles = build_roles(c)
     assert (roles.strategy, roles.task_type) == ("parameter_server", "chief")
-    assert build_roles(c, "multi_worker").task_type == "worker"  # an explicit choice wins
+    # The script's explicit choice no longer wins silently: tfdist launch's
+    # (tests/cluster/test_launcher_choice.py).
+    with pytest.raises(ClusterError,
+                       match=r"tfdist launch runs this job with "
+                       r"--strategy=parameter_server, but this process asks for "
+                       r"--strategy=multi_worker"):
+        build_roles(c, "multi_worker")

@@ -47,9 +47,8 @@ def main(argv: list[str]) -> None:
         raise app.UsageError(f"tfdist doctor takes no arguments; received {argv[1:]}.")
     text = _FORMAT.value == "text"
     results = doctor.run_checks(strategy=flags.FLAGS.strategy,
-                                num_ps=flags.FLAGS.num_ps,
-                                evaluator=flags.FLAGS.evaluator,
                                 port=flags.FLAGS.port,
+                                **tfdist_flags.given_parameter_server_flags(),
                                 model_dir=_MODEL_DIR.value,
                                 skip=_skipped(_SKIP.value),
                                 tf_timeout=_TF_TIMEOUT.value,

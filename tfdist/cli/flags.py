@@ -108,15 +108,20 @@ def define_flags() -> None:
     only_with(("multi_worker", "auto"), ["collective", "bytes_per_pack"])
 
 
+def given_parameter_server_flags() -> dict:
+    """--num_ps and --evaluator where given on the command line, else None: a flag's default must
+    not contradict the job's choice (TFDIST_NUM_PS, TFDIST_EVALUATOR)."""
+    return {
+        name: FLAGS[name].value if FLAGS[name].present else None
+        for name in ("num_ps", "evaluator")
+    }
+
+
 def roles_from_flags(cluster):
     """Roles of this task from the parsed cluster flags."""
     from tfdist.cluster import build_roles
 
-    return build_roles(cluster,
-                       FLAGS.strategy,
-                       num_ps=FLAGS.num_ps,
-                       evaluator=FLAGS.evaluator,
-                       port=FLAGS.port)
+    return build_roles(cluster, FLAGS.strategy, port=FLAGS.port, **given_parameter_server_flags())
 
 
 def engine_options_from_flags() -> dict:
@@ -144,12 +149,11 @@ def init_from_flags(**overrides):
     from tfdist.runtime import init
 
     kwargs = dict(strategy=FLAGS.strategy,
-                  num_ps=FLAGS.num_ps,
-                  evaluator=FLAGS.evaluator,
                   port=FLAGS.port,
                   lr_scaling=FLAGS.lr_scaling,
                   task_gpus=FLAGS.task_gpus,
                   gpu_memory_growth=FLAGS.gpu_memory_growth,
+                  **given_parameter_server_flags(),
                   **engine_options_from_flags())
     kwargs.update(overrides)
     return init(**kwargs)

@@ -23,6 +23,7 @@ from absl import flags
 
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
+from tfdist.cluster.launcher_choice import CHOICE_VARS
 from tfdist.cluster.local import launch_environ
 from tfdist.cluster.ports import free_port_base
 from tfdist.logs import NoiseFilter
@@ -49,9 +50,16 @@ def _pump(rank: int, stream) -> None:
             sys.stdout.flush()
 
 
-def launch(command: list[str], nproc: int, strategy: Optional[str], port: Optional[int],
-           grace: float) -> int:
-    """Run `command` nproc times; return the exit status launch should end with."""
+def launch(command: list[str],
+           nproc: int,
+           strategy: Optional[str],
+           port: Optional[int],
+           grace: float,
+           num_ps: Optional[int] = None,
+           evaluator: Optional[bool] = None) -> int:
+    """Run `command` nproc times; return the exit status launch should end with. `strategy` (not
+    auto), `num_ps` and `evaluator` are the processes' choice: their tfdist.init() takes it, and
+    one that asks for another stops (tfdist.cluster.launcher_choice)."""
     base = port or free_port_base(nproc)
     procs, pumps = [], []
     # Installed first: a signal that arrives while the processes start is passed on too.
@@ -69,10 +77,14 @@ def launch(command: list[str], nproc: int, strategy: Optional[str], port: Option
     # `watched` as soon as launch is gone, however it ends.
     watched, held = os.pipe()
     guard = [sys.executable, "-m", "tfdist.cli.launch_guard", str(watched), f"{grace:g}", "--"]
+    chosen = strategy not in (None, "auto")
+    # A strategy chosen here replaces one the processes would inherit, with all its parts.
+    inherited = {k: v for k, v in os.environ.items() if not (chosen and k in CHOICE_VARS)}
     for rank in range(nproc):
-        env = dict(os.environ,
+        env = dict(inherited,
                    PYTHONUNBUFFERED="1",
-                   **launch_environ(rank, nproc, base, None if strategy == "auto" else strategy))
+                   **launch_environ(rank, nproc, base, strategy if chosen else None, num_ps,
+                                    evaluator))
         proc = subprocess.Popen(guard + command,
                                 env=env,
                                 stdout=subprocess.PIPE,
@@ -159,7 +171,9 @@ def main(argv: list[str]) -> None:
         print("tfdist launch: no command given. Usage: tfdist launch -n N -- COMMAND [ARGS...]",
               file=sys.stderr)
         sys.exit(2)
-    sys.exit(launch(command, FLAGS.nproc, FLAGS.strategy, FLAGS.port, FLAGS.grace))
+    sys.exit(
+        launch(command, FLAGS.nproc, FLAGS.strategy, FLAGS.port, FLAGS.grace,
+               **tfdist_flags.given_parameter_server_flags()))
 
 
 def run(argv: list[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Optional
@@ -10,6 +11,7 @@ from tfdist.cluster import gpus
 from tfdist.cluster.base import Cluster, ClusterEnv
 from tfdist.cluster.errors import ClusterError
 from tfdist.cluster.flux import FluxEnv
+from tfdist.cluster.launcher_choice import read_choice
 from tfdist.cluster.local import LocalLaunchEnv, single_process
 from tfdist.cluster.lsf import JsrunEnv
 from tfdist.cluster.mpi import HydraEnv, MVAPICHEnv, OpenMPIEnv, PALSEnv
@@ -28,12 +30,16 @@ ENVIRONMENTS: tuple[type[ClusterEnv], ...] = (LocalLaunchEnv, TFConfigEnv, OpenM
 
 def detect(environ: Optional[Mapping[str, str]] = None) -> Cluster:
     """This task's Cluster from the first environment present, else a single local process (which
-    names the launcher that started it as one of several, when one tfdist does not read did)."""
+    names the launcher that started it as one of several, when one tfdist does not read did);
+    with the strategy its launcher chose (TFDIST_STRATEGY, in every environment)."""
     environ = os.environ if environ is None else environ
     for env in ENVIRONMENTS:
         if env.is_present(environ):
-            return env.read(environ)
-    return single_process(other_launcher(environ))
+            cluster = env.read(environ)
+            break
+    else:
+        cluster = single_process(other_launcher(environ))
+    return dataclasses.replace(cluster, **read_choice(environ))
 
 
 __all__ = [

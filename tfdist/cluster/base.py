@@ -24,6 +24,11 @@ class Cluster:
     # A launcher tfdist does not read that started this process as one of several (its variables,
     # tfdist.cluster.other_launchers); set only on a single local process.
     other_launcher: Optional[str] = None
+    # Who chose `strategy` ("jobs/horovod.sbatch", "tfdist launch"), and what it chose for
+    # parameter_server: a script asking for something else is refused (launcher_choice).
+    strategy_by: Optional[str] = None
+    num_ps: Optional[int] = None
+    evaluator: Optional[bool] = None
 
     @property
     def nodes(self) -> tuple[str, ...]:

@@ -8,22 +8,24 @@ from typing import Optional
 from tfdist import env_vars
 from tfdist.cluster.base import Cluster, ClusterEnv, env_int
 from tfdist.cluster.errors import ClusterError
+from tfdist.cluster.launcher_choice import LAUNCH, choice_environ
 
 RANK = env_vars.LAUNCH_RANK.name
 WORLD_SIZE = env_vars.LAUNCH_WORLD_SIZE.name
 PORT = env_vars.LAUNCH_PORT.name
-STRATEGY = env_vars.LAUNCH_STRATEGY.name
 HOST = "localhost"
 
 
 def launch_environ(rank: int,
                    world_size: int,
                    port_base: int,
-                   strategy: Optional[str] = None) -> dict[str, str]:
-    """The variables `tfdist launch` gives process `rank`; LocalLaunchEnv reads them back."""
+                   strategy: Optional[str] = None,
+                   num_ps: Optional[int] = None,
+                   evaluator: Optional[bool] = None) -> dict[str, str]:
+    """The variables `tfdist launch` gives process `rank`; LocalLaunchEnv reads them back, and
+    detect() the strategy (tfdist.cluster.launcher_choice)."""
     env = {RANK: str(rank), WORLD_SIZE: str(world_size), PORT: str(port_base)}
-    if strategy:
-        env[STRATEGY] = strategy
+    env.update(choice_environ(strategy, LAUNCH, num_ps, evaluator))
     return env
 
 
@@ -41,11 +43,7 @@ class LocalLaunchEnv(ClusterEnv):
             raise ClusterError(f"{RANK}={rank} is out of range for {WORLD_SIZE}={world_size}: "
                                f"expected 0..{world_size - 1}. Start processes with tfdist launch.")
         port = env_int(environ, PORT) if environ.get(PORT) else None
-        return Cluster("local",
-                       rank,
-                       world_size, (HOST, ) * world_size,
-                       port_base=port,
-                       strategy=environ.get(STRATEGY) or None)
+        return Cluster("local", rank, world_size, (HOST, ) * world_size, port_base=port)
 
 
 def single_process(other_launcher: Optional[str] = None) -> Cluster:

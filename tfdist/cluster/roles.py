@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from tfdist.cluster.base import Cluster
 from tfdist.cluster.errors import ClusterError
+from tfdist.cluster.launcher_choice import conflict
 from tfdist.cluster.ports import port_base, task_port
 
 STRATEGIES = ("auto", "mirrored", "multi_worker", "parameter_server", "horovod", "central_storage",
@@ -39,12 +40,16 @@ class Roles:
 
 
 def resolve_strategy(strategy: str, cluster: Cluster) -> str:
-    """Check the name; "auto" takes the launcher's choice, else with several tasks becomes
-    multi_worker (parameter_server when a user's TF_CONFIG has ps tasks). One task stays "auto":
-    the engine then looks at the GPUs."""
+    """Check the name; "auto" takes the launcher's choice (another name than the launcher's is a
+    ClusterError naming both), else with several tasks becomes multi_worker (parameter_server
+    when a user's TF_CONFIG has ps tasks). One task stays "auto": the engine then looks at the
+    GPUs."""
     if strategy not in STRATEGIES:
         raise ClusterError(f"Unknown strategy {strategy!r}: expected one of {', '.join(STRATEGIES)}"
                            " (--strategy).")
+    if cluster.strategy and strategy not in ("auto", cluster.strategy):
+        raise conflict(cluster.strategy_by or "the launcher", "strategy", cluster.strategy,
+                       strategy)
     if strategy == "auto" and cluster.strategy:
         return resolve_strategy(cluster.strategy, cluster)
     if strategy == "auto" and cluster.world_size > 1:
@@ -55,11 +60,17 @@ def resolve_strategy(strategy: str, cluster: Cluster) -> str:
 
 def build_roles(cluster: Cluster,
                 strategy: str = "auto",
-                num_ps: int = 1,
-                evaluator: bool = False,
+                num_ps: Optional[int] = None,
+                evaluator: Optional[bool] = None,
                 port: Optional[int] = None) -> Roles:
-    """Roles of this task; `port` overrides the base port (--port)."""
+    """Roles of this task; `port` overrides the base port (--port). `num_ps` and `evaluator`
+    (parameter_server) not given: the launcher's (cluster.num_ps, .evaluator), else 1 and False;
+    given, they must agree with the launcher's."""
     strategy = resolve_strategy(strategy, cluster)
+    if strategy == "parameter_server":
+        num_ps = _agreed(cluster, "num_ps", cluster.num_ps, num_ps, 1)
+        evaluator = _agreed(cluster, "evaluator", cluster.evaluator, evaluator, False)
+    num_ps, evaluator = 1 if num_ps is None else num_ps, bool(evaluator)
     if cluster.other_launcher:
         raise ClusterError(
             f"This process is one of several started by {cluster.other_launcher}, a launcher "
@@ -97,6 +108,13 @@ def build_roles(cluster: Cluster,
         tf_config = {"cluster": spec, "task": {"type": me, "index": types[:cluster.rank].count(me)}}
     task = tf_config["task"]
     return Roles(strategy, task["type"], task["index"], ports[cluster.rank], tf_config, None)
+
+
+def _agreed(cluster: Cluster, name: str, chosen: Any, asked: Any, default: Any) -> Any:
+    """The value of `name` asked for, else the launcher's, else `default`."""
+    if chosen is not None and asked is not None and asked != chosen:
+        raise conflict(cluster.strategy_by or "the launcher", name, chosen, asked)
+    return next((v for v in (asked, chosen) if v is not None), default)
 
 
 def parameter_server_types(world_size: int, num_ps: int, evaluator: bool) -> list[str]:

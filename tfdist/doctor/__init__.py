@@ -26,8 +26,8 @@ CHECKS = ("cluster", "port", "hosts", "network", "gpus", "model_dir", "tensorflo
 
 
 def run_checks(strategy: str = "auto",
-               num_ps: int = 1,
-               evaluator: bool = False,
+               num_ps: Optional[int] = None,
+               evaluator: Optional[bool] = None,
                port: Optional[int] = None,
                model_dir: Optional[str] = None,
                skip: tuple[str, ...] = (),

@@ -13,8 +13,8 @@ from tfdist.doctor.result import INFO, OK, PROBLEM, Result
 
 def check_cluster(
     strategy: str,
-    num_ps: int = 1,
-    evaluator: bool = False,
+    num_ps: Optional[int] = None,
+    evaluator: Optional[bool] = None,
     port: Optional[int] = None,
     environ: Optional[Mapping[str,
                               str]] = None) -> tuple[Result, Optional[Cluster], Optional[Roles]]:

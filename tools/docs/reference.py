@@ -120,7 +120,8 @@ def environment_page() -> str:
     ]
     lines = [
         "# Environment variables", "",
-        "Every `TFDIST_*` variable, generated from `tfdist/env_vars.py` (`make reference`), the "
+        "Every `TFDIST_*` variable (and `MODEL_DIR`), generated from `tfdist/env_vars.py` "
+        "(`make reference`), the "
         "one place that names them (the code reads the names from there). Variables of other "
         "programs that tfdist sets (`TF_CONFIG`, `HOROVOD_*`, `CUDA_VISIBLE_DEVICES`) or reads "
         "(`TF_USE_LEGACY_KERAS`, the user's) are explained where they matter: "

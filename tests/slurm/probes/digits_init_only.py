@@ -1,0 +1,44 @@
+"""A single-device Keras script (a small model on scikit-learn's digits, NumPy arrays) with
+`import tfdist` and `rt = tfdist.init()` and no strategy or run directory of its own: both come
+from its launcher (`jobs/horovod.sbatch`, `tfdist launch --strategy`), the directory from
+$MODEL_DIR. Until `tfdist.init()` makes the strategy the program's default (issue 41), it builds
+under `rt.scope()`, compiles with `rt.optimizer(...)` and fits with `rt.callbacks()`.
+
+Prints one `digits_init_only: {...}` line per rank (its strategy, run directory, the sum of its
+weights); the chief saves MODEL_DIR/model.keras.
+"""
+
+import json
+import os
+
+import tfdist
+import numpy as np
+import tensorflow as tf
+from sklearn.datasets import load_digits
+
+rt = tfdist.init()
+
+x, y = load_digits(return_X_y=True)
+x = (x / 16.0).astype("float32")
+tf.keras.utils.set_random_seed(0)
+with rt.scope():
+    model = tf.keras.Sequential([
+        tf.keras.layers.Input((64, )),
+        tf.keras.layers.Dense(64, activation="relu"),
+        tf.keras.layers.Dense(10),
+    ])
+    model.compile(optimizer=rt.optimizer(tf.keras.optimizers.SGD(0.05)),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+model.fit(x, y, batch_size=64, epochs=3, callbacks=rt.callbacks(), verbose=2 if rt.is_chief else 0)
+if rt.is_chief:
+    model.save(os.path.join(rt.model_dir, "model.keras"))
+weights = float(sum(np.sum(w) for w in model.get_weights()))
+result = dict(rank=rt.rank,
+              world_size=rt.world_size,
+              strategy=rt.strategy_name,
+              model_dir=rt.model_dir,
+              weight_sum=weights,
+              accuracy=float(model.evaluate(x, y, verbose=0)[1]))
+print(f"digits_init_only: {json.dumps(result)}", flush=True)
+rt.shutdown()
