@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from tfdist import env_vars
 from tfdist.cluster.errors import ClusterError
+from tfdist.cluster.strategy_names import STRATEGIES
 
 STRATEGY = env_vars.STRATEGY.name
 NUM_PS = env_vars.NUM_PS.name
@@ -40,8 +41,6 @@ def choice_environ(strategy: Optional[str],
 def read_choice(environ: Mapping[str, str]) -> dict[str, Any]:
     """The launcher's choice as Cluster fields (strategy, strategy_by, num_ps, evaluator); empty
     when no launcher chose."""
-    from tfdist.cluster.roles import STRATEGIES  # roles imports base, as this module does
-
     strategy = environ.get(STRATEGY, "")
     if strategy in ("", "auto"):
         return {}

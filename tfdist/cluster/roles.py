@@ -9,11 +9,7 @@ from tfdist.cluster.base import Cluster
 from tfdist.cluster.errors import ClusterError
 from tfdist.cluster.launcher_choice import conflict
 from tfdist.cluster.ports import port_base, task_port
-
-STRATEGIES = ("auto", "mirrored", "multi_worker", "parameter_server", "horovod", "central_storage",
-              "one_device")
-# Strategies that run in one task and so need no TF_CONFIG.
-SINGLE_TASK = ("mirrored", "central_storage", "one_device")
+from tfdist.cluster.strategy_names import SINGLE_TASK, STRATEGIES
 
 
 @dataclasses.dataclass(frozen=True)
