@@ -7,7 +7,7 @@ mapping (DIR/sweep.json) is written before anything is submitted; jobs/common.sh
 element's MODEL_DIR and flags back from it (`tfdist sweep element DIR INDEX`). Submitting the same
 sweep again resumes it: the elements that finished are not run again, the others resume from their
 checkpoints. An element preempted or at its time limit requeues itself, never the array
-(tfdist.cluster.slurm.requeue).
+(tfdist.cluster.requeue).
 
 No TensorFlow here: `tfdist sweep` answers at once on a login node.
 """
