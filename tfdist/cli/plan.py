@@ -55,9 +55,9 @@ def make_plan() -> dict:
     import tf_keras
 
     from tfdist.runtime import scale_lr
-    from tfdist.train import memory
-    from tfdist.train.models import build_model, compile_classifier
-    from tfdist.train.schedules import make_optimizer
+    from tfdist.app import memory
+    from tfdist.app.models import build_model, compile_classifier
+    from tfdist.app.schedules import make_optimizer
 
     tf_keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
     if _INPUT_SHAPE.value and _NUM_CLASSES.value:
@@ -135,7 +135,7 @@ def make_plan() -> dict:
 
 
 def text(plan: dict) -> str:
-    from tfdist.train.memory import CPU_PEAK_FACTOR, REPLICATED, VARIABLES_ELSEWHERE, human
+    from tfdist.app.memory import CPU_PEAK_FACTOR, REPLICATED, VARIABLES_ELSEWHERE, human
 
     m = plan["memory"]
     per_param = lambda n: f"{n / max(1, m['params']):.1f} B/param"  # noqa: E731
@@ -215,12 +215,12 @@ def run(argv: list[str]) -> None:
 
 
 def _optimizer() -> str:
-    from tfdist.train.config import given_or_default
+    from tfdist.app.config import given_or_default
 
     return given_or_default("optimizer", FLAGS.optimizer, FLAGS.strategy)
 
 
 def _lr() -> float:
-    from tfdist.train.config import given_or_default
+    from tfdist.app.config import given_or_default
 
     return given_or_default("lr", FLAGS.lr, FLAGS.strategy)
