@@ -4,12 +4,17 @@ image_folder, hdf5, tfds, synthetic. Copy pipelines/digits.py to write your own.
 `load_pipeline(NAME or path.py)` finds one: a bundled name (`digits`) or a path to a user's .py
 file. A recipe is a module with two functions (see pipelines/digits.py):
   info(data_dir=None, **options) -> {"input_shape", "num_classes", "num_train", "num_test"}
-  dataset(split, input_context, batch_size, *, seed=0, shuffle=True, epoch=0, repeat=False,
-          drop_remainder=True, data_dir=None, **options) -> tf.data.Dataset of per-replica batches
+  dataset(split, input_context, batch_size, *, data_dir=None, **options)
+      -> tf.data.Dataset of per-replica batches
+tfdist calls dataset() with keywords: seed, shuffle, epoch, repeat, drop_remainder and data_dir,
+and the options. A bundled recipe passes **options on as tfdist.data.BuildOptions
+(`BuildOptions.for_split(split, **options)`: they hold seed ... drop_remainder too); a recipe
+written before BuildOptions, with `seed=0, shuffle=True, epoch=0, repeat=False,
+drop_remainder=True` as keyword parameters passed on to build_dataset one by one, works alike.
 
 Its options are the other keyword parameters of the two functions (and, when dataset() passes
-**options on to build_dataset, build_dataset's): `--pipeline_option=key=value` gives them from
-the command line, checked against those signatures and converted to the default's type.
+**options on, BuildOptions' fields): `--pipeline_option=key=value` gives them from the command
+line, checked against those signatures and converted to the default's type.
 (The loader lives here, beside the recipes, not in tfdist.data: the recipes are built on
 tfdist.data, which knows nothing of them.)
 """
@@ -79,8 +84,8 @@ def parse_option_pairs(pairs: Iterable[str]) -> dict[str, str]:
 
 def recipe_options(module: ModuleType) -> dict[str, inspect.Parameter]:
     """The options a recipe takes: keyword parameters of dataset() and info() that tfdist does
-    not set itself, plus build_dataset's when dataset() passes **options on to it."""
-    from tfdist.data.build import build_dataset
+    not set itself, plus BuildOptions' fields when dataset() passes **options on."""
+    from tfdist.data.build import BuildOptions
 
     found: dict[str, inspect.Parameter] = {}
     forwards = False
@@ -91,8 +96,8 @@ def recipe_options(module: ModuleType) -> dict[str, inspect.Parameter]:
             elif p.kind is not p.VAR_POSITIONAL and p.name not in _STANDARD:
                 found.setdefault(p.name, p)
     if forwards:
-        for p in inspect.signature(build_dataset).parameters.values():
-            if p.kind is p.KEYWORD_ONLY and p.name not in _STANDARD:
+        for p in inspect.signature(BuildOptions).parameters.values():
+            if p.name not in _STANDARD:
                 found.setdefault(p.name, p)
     return found
 

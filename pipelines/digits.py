@@ -15,7 +15,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tfdist.data import DataError, TFRecordSource, build_dataset, read_manifest
+from tfdist.data import BuildOptions, DataError, TFRecordSource, build_dataset, read_manifest
 from tfdist.data.paths import cache_dir
 from tfdist.data.writers import existing, fingerprint, write_shards
 
@@ -72,15 +72,16 @@ def dataset(split: str,
             input_context: tf.distribute.InputContext,
             batch_size: int,
             *,
-            seed: int = 0,
-            shuffle: bool = True,
-            epoch: int = 0,
-            repeat: bool = False,
-            drop_remainder: bool = True,
             data_dir: str | None = None,
             shard_by: str = "record",
             cache: str | None = "memory",
             **options) -> tf.data.Dataset:
+    """Per-replica batches of `split` ("train" or "test") for input_context's pipeline.
+
+    **options are tfdist.data.BuildOptions' (its docstring lists them): seed, shuffle, epoch,
+    repeat and drop_remainder from tfdist, the others from --pipeline_option; shard_by and cache
+    have other defaults here. Only the train split is shuffled.
+    """
     if split not in ("train", "test"):
         raise DataError(f"digits has splits 'train' and 'test'; received split={split!r}.")
     source = TFRecordSource.from_folder(packed_dir(data_dir), split)
@@ -90,12 +91,9 @@ def dataset(split: str,
         source,
         input_context,
         batch_size,
-        seed=seed,
-        shuffle=shuffle and split == "train",
-        epoch=epoch,
-        repeat=repeat,
-        drop_remainder=drop_remainder,
-        shard_by=shard_by,
-        cache=cache,
-        cache_parsed=True,  # ~0.4 MB parsed: replay it, never parse twice
-        **options)
+        BuildOptions.for_split(
+            split,
+            shard_by=shard_by,
+            cache=cache,
+            cache_parsed=True,  # ~0.4 MB parsed: replay it, never parse twice
+            **options))

@@ -15,7 +15,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tfdist.data import DataError, HDF5Source, build_dataset
+from tfdist.data import BuildOptions, DataError, HDF5Source, build_dataset
 from tfdist.data.manifest import MANIFEST
 
 
@@ -77,11 +77,6 @@ def dataset(split: str,
             input_context: tf.distribute.InputContext,
             batch_size: int,
             *,
-            seed: int = 0,
-            shuffle: bool = True,
-            epoch: int = 0,
-            repeat: bool = False,
-            drop_remainder: bool = True,
             data_dir: str | None = None,
             x: str = "x",
             y: str = "y",
@@ -100,10 +95,5 @@ def dataset(split: str,
     return build_dataset(src,
                          input_context,
                          batch_size,
-                         map_fn=features_labels,
-                         seed=seed,
-                         shuffle=shuffle and split == "train",
-                         epoch=epoch,
-                         repeat=repeat,
-                         drop_remainder=drop_remainder,
-                         **options)
+                         BuildOptions.for_split(split, **options),
+                         map_fn=features_labels)

@@ -6,7 +6,7 @@ The encoded images are packed once into TFRecord shards (`tfdist convert --sourc
 augmented (random flip and crop, from per-sample seeds) in the parallel map of the pipeline.
 
 Options: source (the image folder), image_size (64), augment (True for train), num_shards (8),
-test_fraction (0.2, when the folder has no train/test sub-folders), and those of build_dataset.
+test_fraction (0.2, when the folder has no train/test sub-folders), and tfdist.data.BuildOptions'.
 data_dir: a folder written by `tfdist convert`, else where packed copies are cached.
 """
 
@@ -16,7 +16,7 @@ import os
 
 import tensorflow as tf
 
-from tfdist.data import DataError, TFRecordSource, build_dataset, read_manifest
+from tfdist.data import BuildOptions, DataError, TFRecordSource, build_dataset, read_manifest
 from tfdist.data.manifest import MANIFEST
 from tfdist.data.packers import pack_image_folder
 from tfdist.data.paths import cache_dir
@@ -73,11 +73,6 @@ def dataset(split: str,
             input_context: tf.distribute.InputContext,
             batch_size: int,
             *,
-            seed: int = 0,
-            shuffle: bool = True,
-            epoch: int = 0,
-            repeat: bool = False,
-            drop_remainder: bool = True,
             data_dir: str | None = None,
             source: str | None = None,
             image_size: int = IMAGE_SIZE,
@@ -93,10 +88,5 @@ def dataset(split: str,
     return build_dataset(TFRecordSource.from_folder(folder, split),
                          input_context,
                          batch_size,
-                         map_fn=lambda sample, s: decode(sample, s, size, augment),
-                         seed=seed,
-                         shuffle=shuffle and split == "train",
-                         epoch=epoch,
-                         repeat=repeat,
-                         drop_remainder=drop_remainder,
-                         **options)
+                         BuildOptions.for_split(split, **options),
+                         map_fn=lambda sample, s: decode(sample, s, size, augment))

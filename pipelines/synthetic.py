@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfdist.data import DataError, SyntheticSource, build_dataset
+from tfdist.data import BuildOptions, DataError, SyntheticSource, build_dataset
 
 
 def _settings(shape, num_classes, num_train, num_test) -> dict:
@@ -42,11 +42,6 @@ def dataset(split: str,
             input_context: tf.distribute.InputContext,
             batch_size: int,
             *,
-            seed: int = 0,
-            shuffle: bool = True,
-            epoch: int = 0,
-            repeat: bool = False,
-            drop_remainder: bool = True,
             data_dir: str | None = None,
             shape: str | tuple = "32,32,3",
             num_classes: int = 10,
@@ -56,18 +51,14 @@ def dataset(split: str,
     if split not in ("train", "test"):
         raise DataError(f"synthetic has splits 'train' and 'test'; received split={split!r}.")
     s = _settings(shape, num_classes, num_train, num_test)
+    read = BuildOptions.for_split(split, **options)
     # Test samples come from another seed, so they differ from the training samples.
     source = SyntheticSource(s[f"num_{split}"],
                              s["shape"],
                              s["num_classes"],
-                             seed=seed * 2 + (split == "test"))
+                             seed=read.seed * 2 + (split == "test"))
     return build_dataset(source,
                          input_context,
                          batch_size,
-                         map_fn=lambda sample, _: (sample["x"], sample["y"]),
-                         seed=seed,
-                         shuffle=shuffle and split == "train",
-                         epoch=epoch,
-                         repeat=repeat,
-                         drop_remainder=drop_remainder,
-                         **options)
+                         read,
+                         map_fn=lambda sample, _: (sample["x"], sample["y"]))

@@ -2,7 +2,7 @@
 it with `tfds build NAME --data_dir=DIR` where there is internet).
 
 Options: name (required), train_split ("train"), test_split ("test"), image_key ("image"),
-label_key ("label"), and those of build_dataset. uint8 images are scaled to [0, 1]. From the
+label_key ("label"), and tfdist.data.BuildOptions'. uint8 images are scaled to [0, 1]. From the
 command line: --pipeline=tfds --pipeline_option=name=mnist --data_dir=DIR.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tfdist.data import DataError, TFDSSource, build_dataset
+from tfdist.data import BuildOptions, DataError, TFDSSource, build_dataset
 
 
 def _source(split: str, data_dir: str | None, name: str | None, train_split: str,
@@ -47,11 +47,6 @@ def dataset(split: str,
             input_context: tf.distribute.InputContext,
             batch_size: int,
             *,
-            seed: int = 0,
-            shuffle: bool = True,
-            epoch: int = 0,
-            repeat: bool = False,
-            drop_remainder: bool = True,
             data_dir: str | None = None,
             name: str | None = None,
             train_split: str = "train",
@@ -70,10 +65,5 @@ def dataset(split: str,
     return build_dataset(src,
                          input_context,
                          batch_size,
-                         map_fn=features_labels,
-                         seed=seed,
-                         shuffle=shuffle and split == "train",
-                         epoch=epoch,
-                         repeat=repeat,
-                         drop_remainder=drop_remainder,
-                         **options)
+                         BuildOptions.for_split(split, **options),
+                         map_fn=features_labels)

@@ -125,7 +125,7 @@ def test_two_workers_train_the_users_keras_and_hold_the_same_model(user_script, 
 def test_tfdist_train_trains_tf_keras_s_keras_unless_told(tmp_path, monkeypatch, flag, legacy,
                                                           keras):
     """Without --keras, the Keras tf.keras is; --keras=2 is tf-keras with the switch unset."""
-    from tfdist.train.config import TrainConfig
+    from tfdist.app.config import TrainConfig
 
     with monkeypatch.context() as m:
         m.delenv("TF_USE_LEGACY_KERAS", raising=False)

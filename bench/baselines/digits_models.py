@@ -1,6 +1,6 @@
 """What the hand-written baselines share: the digits data and the two models, written the plain way
 (no tfdist). The models are layer for layer those of `tfdist train --model=cnn|resnet_small`
-(tfdist/train/models.py); the data is the same scikit-learn digits split (1437 train / 360 test,
+(tfdist/app/models.py); the data is the same scikit-learn digits split (1437 train / 360 test,
 stratified, random_state=0) that tfdist's digits pipeline packs.
 """
 

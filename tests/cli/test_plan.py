@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tfdist.train.memory import CPU_PEAK_FACTOR
+from tfdist.app.memory import CPU_PEAK_FACTOR
 
 TFDIST = str(Path(sys.executable).parent / "tfdist")
 

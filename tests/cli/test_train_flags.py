@@ -7,7 +7,7 @@ from absl import flags
 from absl import logging as absl_logging
 
 from tfdist.cli import train as train_cli
-from tfdist.train.config import TrainConfig
+from tfdist.app.config import TrainConfig
 
 
 def test_flags_reach_the_train_config():

@@ -159,8 +159,6 @@ def test_layouts_that_would_share_a_gpu(name, environ, strategy, words):
         gpus.plan_for(cluster, roles, environ)
     for word in words:
         assert word in str(error.value)
-    status, message = gpus.placement_check(cluster, roles, environ)
-    assert (status, message) == ("PROBLEM", str(error.value))
 
 
 def test_a_pinned_marker_for_another_rank_is_ignored():
@@ -186,8 +184,6 @@ def test_idle_gpus_and_mig_limits_are_noted():
     cluster = detect(environ)
     plan = gpus.plan_for(cluster, build_roles(cluster, "horovod", port=25000), environ)
     assert plan.use == (0, ) and "2 of the node's 4 GPUs stay idle" in plan.notes[0]
-    assert gpus.placement_check(cluster, build_roles(cluster, "horovod", port=25000),
-                                environ)[0] == "warn"
     environ = one_node(0, 1, CUDA_VISIBLE_DEVICES="MIG-a,MIG-b")
     cluster = detect(environ)
     plan = gpus.plan_for(cluster, build_roles(cluster, "mirrored"), environ)
@@ -218,13 +214,3 @@ def test_cuda_visible_devices_is_read_as_cuda_does(value, entries):
 @pytest.mark.parametrize("value,count", [("2", 2), ("a100:2", 2), ("a100:1,v100:3", 4)])
 def test_slurm_gpu_counts(value, count):
     assert gpus.slurm_count(value) == count
-
-
-def test_doctor_notes_from_the_probe():
-    notes = gpus.gpu_notes({"tf_gpu_cc": [[8, 0]], "horovod": "0.28.1", "nccl": 0}, "horovod")
-    assert notes[0][0] == "info" and "--mixed_precision=mixed_bfloat16" in notes[0][1]
-    assert notes[1][0] == "warn" and "without NCCL" in notes[1][1]
-    notes = gpus.gpu_notes({"tf_gpu_cc": [[6, 1]], "horovod": "0.28.1", "nccl": 21602}, "horovod")
-    assert "below 7.0" in notes[0][1] and notes[1] == (
-        "ok", "Horovod has NCCL: GPU tensors are all-reduced with NCCL.")
-    assert gpus.gpu_notes({"tf_gpu_cc": [], "horovod": "0.28.1", "nccl": 0}, "horovod") == []

@@ -9,11 +9,11 @@ import subprocess
 import pytest
 
 from tfdist.errors import ConfigError
-from tfdist.study import sweep as sw
+from tfdist.study.sweep import grid, plot, record, status, submit, table
 
 
 def test_a_grid_is_every_combination_the_last_setting_fastest():
-    settings = sw.parse_grid("lr=0.01,0.1; batch_size=32,64")
+    settings = grid.parse_grid("lr=0.01,0.1; batch_size=32,64")
     assert settings == [{
         "lr": "0.01",
         "batch_size": "32"
@@ -27,9 +27,9 @@ def test_a_grid_is_every_combination_the_last_setting_fastest():
         "lr": "0.1",
         "batch_size": "64"
     }]
-    names = [e.name for e in sw.elements_of(settings)]
+    names = [e.name for e in grid.elements_of(settings)]
     assert names[1] == "lr=0.01,batch_size=64"
-    assert sw.elements_of(settings)[1].args == ["--lr=0.01", "--batch_size=64"]
+    assert grid.elements_of(settings)[1].args == ["--lr=0.01", "--batch_size=64"]
 
 
 @pytest.mark.parametrize("bad,said", [
@@ -40,13 +40,13 @@ def test_a_grid_is_every_combination_the_last_setting_fastest():
 ])
 def test_a_bad_grid_says_what_to_write(bad, said):
     with pytest.raises(ConfigError, match=said):
-        sw.parse_grid(bad)
+        grid.parse_grid(bad)
 
 
 def test_a_settings_file_is_one_element_per_line(tmp_path):
     f = tmp_path / "s.txt"
     f.write_text("# learning rates\n--lr=0.1 --model=cnn\n\n--lr=1 --optimizer='sgd'\n")
-    assert sw.parse_settings_file(str(f)) == [{
+    assert grid.parse_settings_file(str(f)) == [{
         "lr": "0.1",
         "model": "cnn"
     }, {
@@ -55,13 +55,13 @@ def test_a_settings_file_is_one_element_per_line(tmp_path):
     }]
     f.write_text("lr=0.1\n")
     with pytest.raises(ConfigError, match=r"s.txt:1: 'lr=0.1' is not --NAME=VALUE"):
-        sw.parse_settings_file(str(f))
+        grid.parse_settings_file(str(f))
     with pytest.raises(ConfigError, match="more than once"):
-        sw.elements_of([{"lr": "1"}, {"lr": "1"}])
+        grid.elements_of([{"lr": "1"}, {"lr": "1"}])
 
 
 def test_values_are_made_safe_for_a_directory_name():
-    [e] = sw.elements_of([{"data": "/shared/x y", "lr": "1e-3"}])
+    [e] = grid.elements_of([{"data": "/shared/x y", "lr": "1e-3"}])
     assert e.name == "data=_shared_x_y,lr=1e-3" and e.args == ["--data=/shared/x y", "--lr=1e-3"]
 
 
@@ -71,12 +71,12 @@ def test_values_are_made_safe_for_a_directory_name():
     ([1, 3, 6], 5, [(0, [1, 3]), (5, [1])]),
 ])
 def test_more_elements_than_max_array_size_make_several_arrays(indices, size, chunks):
-    assert sw.array_chunks(indices, size) == chunks
+    assert submit.array_chunks(indices, size) == chunks
 
 
 def test_array_specs_compress_ranges_and_throttle():
-    assert sw.array_spec([0, 1, 2, 3]) == "0-3"
-    assert sw.array_spec([0, 2, 3, 7], max_running=2) == "0,2-3,7%2"
+    assert submit.array_spec([0, 1, 2, 3]) == "0-3"
+    assert submit.array_spec([0, 2, 3, 7], max_running=2) == "0,2-3,7%2"
 
 
 class FakeSlurm:
@@ -99,8 +99,8 @@ class FakeSlurm:
 
 def make_sweep(tmp_path, jobs, n=4, command=()):
     settings = [{"lr": str(i)} for i in range(n)]
-    sweep = sw.new_sweep(settings, "multi_worker", ["--epochs=2"], list(command), ["--nodes=1"])
-    sw.save(str(tmp_path), sweep)
+    sweep = record.new_sweep(settings, "multi_worker", ["--epochs=2"], list(command), ["--nodes=1"])
+    record.save(str(tmp_path), sweep)
     (jobs / "multi_worker.sbatch").write_text("#!/bin/bash\n")
     return sweep
 
@@ -112,7 +112,7 @@ def test_submit_sends_arrays_through_the_jobs_script_and_records_them(tmp_path):
     d.mkdir()
     sweep = make_sweep(d, jobs, n=5)
     slurm = FakeSlurm(max_array_size=3)
-    made = sw.submit(str(d), sweep, range(5), str(jobs), max_running=2, run=slurm)
+    made = submit.submit(str(d), sweep, range(5), str(jobs), max_running=2, run=slurm)
     assert [(m["array_job"], m["offset"], m["indices"]) for m in made] == [("101", 0, [0, 1, 2]),
                                                                            ("102", 3, [3, 4])]
     first = [c for c in slurm.calls if c[0] == "sbatch"][0]
@@ -121,7 +121,7 @@ def test_submit_sends_arrays_through_the_jobs_script_and_records_them(tmp_path):
             in first)
     assert first[-2:] == [str(jobs / "multi_worker.sbatch"), "--epochs=2"]
     assert json.loads((d / "sweep.json").read_text())["submissions"][1]["offset"] == 3
-    assert sw.element(sw.load(str(d)), str(d), 4) == (str(d / "runs" / "lr=4"), ["--lr=4"])
+    assert record.element(record.load(str(d)), str(d), 4) == (str(d / "runs" / "lr=4"), ["--lr=4"])
 
 
 def test_a_users_command_goes_after_the_double_dash(tmp_path):
@@ -130,7 +130,7 @@ def test_a_users_command_goes_after_the_double_dash(tmp_path):
     sweep = make_sweep(tmp_path, jobs, n=1, command=["python", "my_train.py"])
     sweep["train_args"] = []
     slurm = FakeSlurm()
-    sw.submit(str(tmp_path), sweep, [0], str(jobs), run=slurm)
+    submit.submit(str(tmp_path), sweep, [0], str(jobs), run=slurm)
     assert slurm.calls[-1][-3:] == ["--", "python", "my_train.py"]
 
 
@@ -144,7 +144,7 @@ def test_each_elements_state_comes_from_slurm_and_its_files(tmp_path):
     jobs.mkdir()
     sweep = make_sweep(tmp_path, jobs, n=5)
     sweep["submissions"] = [{"array_job": "7", "offset": 0, "indices": [0, 1, 2, 3]}]
-    sw.save(str(tmp_path), sweep)
+    record.save(str(tmp_path), sweep)
     # 0 done (requeued once on the way), 1 running, 2 failed, 3 stopped, 4 never submitted.
     run0 = tmp_path / "runs" / "lr=0"
     run0.mkdir(parents=True)
@@ -156,7 +156,7 @@ def test_each_elements_state_comes_from_slurm_and_its_files(tmp_path):
         tmp_path, "7_2", "0: ValueError: boom\ntfdist job: error: the srun step failed with "
         "status 1 (2026-11-26).\n")
     write_log(tmp_path, "7_3", "tfdist job: preempted (status 75): resumable\n")
-    rows = sw.status(str(tmp_path), run=FakeSlurm(queue="7_1 RUNNING\n"))
+    rows = status.status(str(tmp_path), run=FakeSlurm(queue="7_1 RUNNING\n"))
     states = {r["index"]: (r["state"], r["detail"]) for r in rows}
     assert states == {
         0: ("done", ""),
@@ -166,20 +166,25 @@ def test_each_elements_state_comes_from_slurm_and_its_files(tmp_path):
         4: ("not submitted", ""),
     }
     assert rows[0]["requeues"] == 1 and rows[0]["epochs"] == 2
-    assert sw.unfinished(rows) == [2, 3, 4] and sw.unfinished(rows, failed_only=True) == [2, 3]
-    text = sw.table(rows, "test_accuracy")
+    assert status.unfinished(rows) == [2, 3, 4] and status.unfinished(rows,
+                                                                      failed_only=True) == [2, 3]
+    text = table.table(rows, "test_accuracy")
     assert text.splitlines()[1].split()[:4] == ["0", "0", "done", "1"]  # the best first
     assert "#2 failed: status 1: 0: ValueError: boom" in text
-    assert sw.summary(rows) == ("5 element(s): 1 done, 1 failed, 1 not submitted, 1 running, "
-                                "1 stopped")
+    assert table.summary(rows) == ("5 element(s): 1 done, 1 failed, 1 not submitted, 1 running, "
+                                   "1 stopped")
 
 
 def test_a_different_sweep_in_the_same_directory_is_named(tmp_path):
-    a = sw.new_sweep([{"lr": "1"}], "multi_worker", [], [], [])
-    assert sw.same_plan(a, sw.new_sweep([{"lr": "1"}], "multi_worker", [], [], ["-p", "x"])) is None
-    assert sw.same_plan(a, sw.new_sweep([{"lr": "2"}], "multi_worker", [], [], [])) == "elements"
+    a = record.new_sweep([{"lr": "1"}], "multi_worker", [], [], [])
+    assert record.same_plan(a, record.new_sweep([{
+        "lr": "1"
+    }], "multi_worker", [], [], ["-p", "x"])) is None
+    assert record.same_plan(a, record.new_sweep([{
+        "lr": "2"
+    }], "multi_worker", [], [], [])) == "elements"
     with pytest.raises(ConfigError, match="not a sweep's directory"):
-        sw.load(str(tmp_path))
+        record.load(str(tmp_path))
 
 
 def test_the_plot_draws_the_metric_against_each_setting(tmp_path):
@@ -193,9 +198,9 @@ def test_the_plot_draws_the_metric_against_each_setting(tmp_path):
         }
     } for lr, m, acc in [("0.01", "cnn", 0.9), ("0.1", "cnn", 0.95), ("1", "mlp", None)]]
     png = tmp_path / "sweep.png"
-    assert sw.plot(rows, "test_accuracy", str(png)) is None
+    assert plot.plot(rows, "test_accuracy", str(png)) is None
     assert png.stat().st_size > 0
-    assert sw.plot(rows, "test_loss", str(png)) == "no element has a final test_loss yet"
+    assert plot.plot(rows, "test_loss", str(png)) == "no element has a final test_loss yet"
 
 
 def test_a_setting_that_is_no_tfdist_train_flag_is_refused_before_anything_runs(tmp_path):

@@ -17,7 +17,7 @@ from tfdist.cluster import STRATEGIES
 from tfdist.cluster.gpus import TASK_GPUS
 from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK, DEFAULT_COLLECTIVE_TIMEOUT
 from tfdist.runtime import LR_SCALING
-from tfdist.train.config import DEFAULTS as D
+from tfdist.app.config import DEFAULTS as D
 
 FLAGS = flags.FLAGS
 

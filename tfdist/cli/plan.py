@@ -23,6 +23,8 @@ import sys
 
 from absl import flags
 
+from tfdist.app.config import given_or_default
+from tfdist.app.plan import PlanOptions, make_plan
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli import train as train_cli
 from tfdist.cli.command import run_command
@@ -50,92 +52,25 @@ _FORMAT = flags.DEFINE_enum("format", "text", ["text", "json"], "text: tables; j
 BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 
 
-def make_plan() -> dict:
-    import tensorflow as tf
-    import tf_keras
-
-    from tfdist.runtime import scale_lr
-    from tfdist.train import memory
-    from tfdist.train.models import build_model, compile_classifier
-    from tfdist.train.schedules import make_optimizer
-
-    tf_keras.mixed_precision.set_global_policy(FLAGS.mixed_precision)
-    if _INPUT_SHAPE.value and _NUM_CLASSES.value:
-        shape, classes = tuple(int(d) for d in _INPUT_SHAPE.value), _NUM_CLASSES.value
-    else:
-        from pipelines import load_pipeline
-
-        info = load_pipeline(FLAGS.pipeline).info(FLAGS.data_dir)
-        shape = tuple(
-            int(d)
-            for d in _INPUT_SHAPE.value) if _INPUT_SHAPE.value else tuple(info["input_shape"])
-        classes = _NUM_CLASSES.value or info["num_classes"]
-    model = build_model(FLAGS.model, shape, classes)
-    optimizer = make_optimizer(_optimizer(), _lr())
-    if FLAGS.mixed_precision == "mixed_float16":  # what compile does: dynamic loss scaling
-        optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
-    mem = memory.model_memory(model, optimizer)
-    batch = FLAGS.batch_size
-    device_bytes = memory.parse_bytes(_GPU_MEMORY.value) if _GPU_MEMORY.value else None
-    strategies = {}
-    for name in memory.STRATEGIES:
-        need = mem.replica_bytes(name, batch)
-        strategies[name] = {
-            "replica_bytes": need,
-            "fits": None if device_bytes is None else need <= device_bytes,
-            "largest_batch":
-            None if device_bytes is None else mem.largest_batch(name, device_bytes),
-        }
-    plan = {
-        "model":
-        FLAGS.model,
-        "input_shape":
-        list(shape),
-        "num_classes":
-        classes,
-        "optimizer":
-        _optimizer(),
-        "mixed_precision":
-        FLAGS.mixed_precision,
-        "batch_size":
-        batch,
-        "count_params":
-        model.count_params(),
-        "memory":
-        memory.as_dict(mem),
-        "activation_bytes":
-        mem.activation_bytes(batch),
-        "device_memory_bytes":
-        device_bytes,
-        "gpu_memory":
-        _GPU_MEMORY.value,
-        "strategies":
-        strategies,
-        "ps_bytes":
-        mem.weight_bytes + mem.slot_bytes,
-        "replicas": [{
-            "replicas": n,
-            "global_batch_size": batch * n,
-            "lr_linear": scale_lr(_lr(), n, "linear"),
-            "lr_sqrt": scale_lr(_lr(), n, "sqrt"),
-        } for n in (int(r) for r in _REPLICAS.value)],
-        "lr":
-        _lr(),
-    }
-    if _MEASURE.value:
-        device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
-        compile_classifier(model, optimizer)
-        measured = memory.measure_step_peak(model, batch, device=device)
-        estimate = mem.replica_bytes("multi_worker", batch)
-        plan["measured"] = dict(measured,
-                                device=device,
-                                estimate_bytes=estimate,
-                                factor=measured["peak_bytes"] / estimate)
-    return plan
+def options_from_flags() -> PlanOptions:
+    """The flags as PlanOptions; optimizer and lr as the strategy's defaults when not given."""
+    return PlanOptions(model=FLAGS.model,
+                       optimizer=given_or_default("optimizer", FLAGS.optimizer, FLAGS.strategy),
+                       lr=given_or_default("lr", FLAGS.lr, FLAGS.strategy),
+                       mixed_precision=FLAGS.mixed_precision,
+                       batch_size=FLAGS.batch_size,
+                       input_shape=tuple(
+                           int(d) for d in _INPUT_SHAPE.value) if _INPUT_SHAPE.value else None,
+                       num_classes=_NUM_CLASSES.value,
+                       pipeline=FLAGS.pipeline,
+                       data_dir=FLAGS.data_dir,
+                       gpu_memory=_GPU_MEMORY.value,
+                       replicas=tuple(int(r) for r in _REPLICAS.value),
+                       measure=_MEASURE.value)
 
 
 def text(plan: dict) -> str:
-    from tfdist.train.memory import CPU_PEAK_FACTOR, REPLICATED, VARIABLES_ELSEWHERE, human
+    from tfdist.app.memory import CPU_PEAK_FACTOR, REPLICATED, VARIABLES_ELSEWHERE, human
 
     m = plan["memory"]
     per_param = lambda n: f"{n / max(1, m['params']):.1f} B/param"  # noqa: E731
@@ -206,21 +141,9 @@ def main(argv: list[str]) -> None:
         os.environ.setdefault(BFC_ENV, "true")
     import tfdist  # noqa: F401  (quiets TensorFlow's start-up logs before it loads)
 
-    plan = make_plan()
+    plan = make_plan(options_from_flags())
     print(json.dumps(plan, indent=2) if _FORMAT.value == "json" else text(plan), flush=True)
 
 
 def run(argv: list[str]) -> None:
     run_command(main, argv, sys.modules[__name__], train_cli, tfdist_flags)
-
-
-def _optimizer() -> str:
-    from tfdist.train.config import given_or_default
-
-    return given_or_default("optimizer", FLAGS.optimizer, FLAGS.strategy)
-
-
-def _lr() -> float:
-    from tfdist.train.config import given_or_default
-
-    return given_or_default("lr", FLAGS.lr, FLAGS.strategy)

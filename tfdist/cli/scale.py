@@ -32,7 +32,7 @@ from tfdist.cli import flags as tfdist_flags
 from tfdist.cli import train as train_cli
 from tfdist.cli.command import run_command
 from tfdist.errors import ConfigError
-from tfdist.train.config import given_or_default
+from tfdist.app.config import given_or_default
 
 FLAGS = flags.FLAGS
 

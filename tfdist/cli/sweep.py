@@ -76,7 +76,7 @@ def jobs_dir() -> str:
 
 
 def main(argv: list[str]) -> None:
-    from tfdist.study import sweep as sw
+    from tfdist.study.sweep import record, status, table
 
     args = argv[1:]
     action = args[0] if args and args[0] in ("status", "resubmit", "element", "submit") else None
@@ -86,8 +86,8 @@ def main(argv: list[str]) -> None:
         raise ConfigError("Give the sweep's directory: tfdist sweep DIR --grid=... (see --help).")
     directory, rest = args[0], args[1:]
     if action == "element":
-        sweep = sw.load(directory)
-        model_dir, element_args = sw.element(sweep, directory, _index(rest))
+        sweep = record.load(directory)
+        model_dir, element_args = record.element(sweep, directory, _index(rest))
         print(shlex.join([model_dir, *element_args]))
         return
     if action == "status":
@@ -96,12 +96,12 @@ def main(argv: list[str]) -> None:
         return
     if action == "resubmit":
         _refuse_extra(rest, "resubmit")
-        rows = sw.status(directory)
-        indices = sw.unfinished(rows, failed_only=_FAILED.value)
+        rows = status.status(directory)
+        indices = status.unfinished(rows, failed_only=_FAILED.value)
         if not indices:
-            print(f"tfdist sweep: nothing to resubmit in {directory} ({sw.summary(rows)}).")
+            print(f"tfdist sweep: nothing to resubmit in {directory} ({table.summary(rows)}).")
             return
-        _submit(directory, sw.load(directory), indices)
+        _submit(directory, record.load(directory), indices)
         return
     _start(directory, rest)
 
@@ -119,7 +119,7 @@ def _refuse_extra(rest: list[str], action: str) -> None:
 
 
 def _start(directory: str, rest: list[str]) -> None:
-    from tfdist.study import sweep as sw
+    from tfdist.study.sweep import grid, record, status, table
 
     if rest and rest[0] == "--":
         rest = rest[1:]
@@ -127,31 +127,31 @@ def _start(directory: str, rest: list[str]) -> None:
     if _GRID.value and _SETTINGS_FILE.value:
         raise ConfigError("Give --grid or --settings_file, not both.")
     if _GRID.value:
-        settings = sw.parse_grid(_GRID.value)
+        settings = grid.parse_grid(_GRID.value)
     elif _SETTINGS_FILE.value:
-        settings = sw.parse_settings_file(_SETTINGS_FILE.value)
+        settings = grid.parse_settings_file(_SETTINGS_FILE.value)
     else:
         raise ConfigError("What does the sweep vary? Give --grid='lr=0.01,0.1;batch_size=32,64' "
                           "or --settings_file=FILE (one line of flags per element).")
     if not command:
         _check_train_flags(settings, train_args)
-    plan = sw.new_sweep(settings, _JOB.value, train_args, command, shlex.split(_SBATCH.value))
-    if os.path.exists(os.path.join(directory, sw.SWEEP_FILE)):
-        sweep = sw.load(directory)
-        differs = sw.same_plan(sweep, plan)
+    plan = record.new_sweep(settings, _JOB.value, train_args, command, shlex.split(_SBATCH.value))
+    if os.path.exists(os.path.join(directory, record.SWEEP_FILE)):
+        sweep = record.load(directory)
+        differs = record.same_plan(sweep, plan)
         if differs:
             raise ConfigError(f"{directory} holds another sweep (its {differs} differ): "
                               "give a new directory, or the same settings to resume this one.")
-        rows = sw.status(directory)
-        indices = sw.unfinished(rows)
-        print(f"tfdist sweep: {directory} exists ({sw.summary(rows)}): resuming.", flush=True)
+        rows = status.status(directory)
+        indices = status.unfinished(rows)
+        print(f"tfdist sweep: {directory} exists ({table.summary(rows)}): resuming.", flush=True)
         if not indices:
             _report(directory, final=_WAIT.value)
             return
     else:
         sweep = plan
         os.makedirs(directory, exist_ok=True)
-        sw.save(directory, sweep)  # the index -> settings mapping, before anything runs
+        record.save(directory, sweep)  # the index -> settings mapping, before anything runs
         indices = [e["index"] for e in sweep["elements"]]
     _submit(directory, sweep, indices)
 
@@ -178,13 +178,13 @@ def _check_train_flags(settings: list[dict], train_args: list[str]) -> None:
 
 
 def _submit(directory: str, sweep: dict, indices: list[int]) -> None:
-    from tfdist.study import sweep as sw
+    from tfdist.study.sweep import submit
 
-    made = sw.submit(directory, sweep, indices, jobs_dir(), _MAX_RUNNING.value)
+    made = submit.submit(directory, sweep, indices, jobs_dir(), _MAX_RUNNING.value)
     for s in made:
         print(
             f"tfdist sweep: submitted array {s['array_job']}: element(s) "
-            f"{sw.array_spec(s['indices'])} of {len(sweep['elements'])} "
+            f"{submit.array_spec(s['indices'])} of {len(sweep['elements'])} "
             f"(jobs/{sweep['job']}.sbatch; logs in {os.path.join(directory, 'logs')})",
             flush=True)
     print(f"tfdist sweep: `tfdist sweep status {directory}` shows how they do.", flush=True)
@@ -193,25 +193,25 @@ def _submit(directory: str, sweep: dict, indices: list[int]) -> None:
 
 
 def _report(directory: str, final: bool) -> None:
-    from tfdist.study import sweep as sw
+    from tfdist.study.sweep import plot, squeue, status, table
 
-    rows = sw.status(directory)
+    rows = status.status(directory)
     seen = None
-    while _WAIT.value and any(r["state"].upper() in sw.ACTIVE for r in rows):
-        line = sw.summary(rows)
+    while _WAIT.value and any(r["state"].upper() in squeue.ACTIVE for r in rows):
+        line = table.summary(rows)
         if line != seen:
             print(f"tfdist sweep: {time.strftime('%H:%M:%S')} {line}", flush=True)
             seen = line
         time.sleep(_POLL.value)
-        rows = sw.status(directory)
+        rows = status.status(directory)
     if _FORMAT.value == "json":
         print(json.dumps(rows, indent=1), flush=True)
     else:
-        print(sw.table(rows, _SORT.value or None), flush=True)
-        print(f"tfdist sweep: {sw.summary(rows)}", flush=True)
+        print(table.table(rows, _SORT.value or None), flush=True)
+        print(f"tfdist sweep: {table.summary(rows)}", flush=True)
     if _PLOT.value and _SORT.value:
         png = os.path.join(directory, "sweep.png")
-        why_not = sw.plot(rows, _SORT.value, png)
+        why_not = plot.plot(rows, _SORT.value, png)
         print(f"tfdist sweep: wrote {png}" if why_not is None else f"tfdist sweep: no plot: "
               f"{why_not}",
               flush=True)

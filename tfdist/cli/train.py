@@ -19,9 +19,9 @@ from tfdist import logs
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli.command import run_command
 from tfdist.tf_environ import LEGACY_KERAS, legacy_keras
-from tfdist.train.config import DEFAULTS as D
-from tfdist.train.config import (KERASES, MIXED_PRECISION, OPTIMIZERS, SCHEDULES, TrainConfig,
-                                 default_keras)
+from tfdist.app.config import DEFAULTS as D
+from tfdist.app.config import (KERASES, MIXED_PRECISION, OPTIMIZERS, SCHEDULES, TrainConfig,
+                               default_keras)
 
 FLAGS = flags.FLAGS
 
@@ -189,7 +189,7 @@ def main(argv: list[str]) -> None:
         # --keras=2 asked for tf-keras: tf.keras is tf-keras in this run (Horovod's Keras API
         # binds it), as TensorFlow makes it under the switch a tf-keras user exports.
         os.environ[LEGACY_KERAS] = "1"
-    from tfdist.train.fit import train
+    from tfdist.app.fit import train
 
     metrics = train(config)
     if metrics is not None and metrics.get("role") == "evaluator":

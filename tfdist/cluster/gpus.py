@@ -15,7 +15,8 @@ What a task of a Slurm 22.05 step sees (each task of the node, N GPUs on it):
 An engine needs one GPU per task (horovod), an equal share of the node's GPUs (multi_worker: one
 each with one task per GPU, all with one task per node), all the task's GPUs (mirrored) or none
 (parameter servers). A layout where the tasks of a node would share GPUs is a ClusterError naming
-the Slurm option to change. No TensorFlow here: tfdist.distribute.devices applies the plan.
+the Slurm option to change. No TensorFlow here: tfdist.distribute.devices applies the plan,
+and `tfdist doctor` gives its verdict on it (tfdist.doctor.gpus).
 """
 
 from __future__ import annotations
@@ -313,57 +314,3 @@ def _describe_visible(raw: Optional[str], count: Optional[int]) -> str:
     if raw is None:
         return f"{VISIBLE} unset" + (f", {count} GPU(s) seen" if count is not None else "")
     return f"{VISIBLE}={raw!r}"
-
-
-def placement_check(cluster: Cluster,
-                    roles: Roles,
-                    environ: Mapping[str, str],
-                    visible_count: Optional[int] = None,
-                    task_gpus: str = "auto") -> Optional[tuple[str, str]]:
-    """(doctor status, message) for this task's GPUs, None when it sees none: a layout where
-    tasks would share a GPU is a PROBLEM."""
-    try:
-        plan = plan_for(cluster, roles, environ, task_gpus, visible_count)
-    except ClusterError as e:
-        return "PROBLEM", str(e)
-    if plan.count == 0:
-        return None
-    if plan.use is None:
-        return "info", f"{plan.summary()}: {plan.layout}"
-    if not plan.use:
-        why = f"{roles.strategy} uses none here" if plan.need == "none" else plan.layout
-        return "ok", f"no GPU ({why})"
-    how = {
-        "none": "",
-        VISIBLE: f", pinned with {VISIBLE}={plan.visible_value}",
-        "set_visible_devices": ", pinned with tf.config.set_visible_devices",
-    }[plan.mechanism]
-    message = (f"rank {cluster.rank} (task {plan.slot} of {plan.slots} on this node) uses "
-               f"{plan.summary()}{how} ({plan.layout})")
-    if plan.notes:
-        return "warn", message + ". " + " ".join(plan.notes)
-    return "ok", message
-
-
-def gpu_notes(probe: Mapping[str, Any], strategy: str) -> list[tuple[str, str]]:
-    """(status, message) lines from what the doctor's TensorFlow/Horovod probe found."""
-    notes = []
-    capabilities = [tuple(c) for c in probe.get("tf_gpu_cc") or [] if c]
-    if capabilities:
-        best = max(capabilities)
-        cc = ", ".join(f"{a}.{b}" for a, b in capabilities)
-        if best >= (7, 0):
-            kind = "mixed_bfloat16 or mixed_float16" if best >= (8, 0) else "mixed_float16"
-            notes.append(("info", f"compute capability {cc}: tensor cores would speed training "
-                          f"up with --mixed_precision={kind}."))
-        else:
-            notes.append(("info", f"compute capability {cc}: below 7.0, mixed precision gains "
-                          "little here; keep --mixed_precision=float32."))
-    if strategy == "horovod" and "horovod" in probe:
-        if probe.get("nccl"):
-            notes.append(("ok", "Horovod has NCCL: GPU tensors are all-reduced with NCCL."))
-        elif capabilities:
-            notes.append(("warn", "Horovod was built without NCCL: gradients on the GPUs are "
-                          "copied to the host and all-reduced with gloo. For GPU nodes build "
-                          "it with HOROVOD_GPU_OPERATIONS=NCCL."))
-    return notes

@@ -1,11 +1,12 @@
 """tfdist.data: tf.data building blocks driven by a tf.distribute.InputContext.
 
 Sources (TFRecord, HDF5, TFDS, NumPy, synthetic) give records and their counts; `build_dataset`
-plans the sharding, shuffles with a seed per epoch, caches, maps, batches and prefetches;
+plans the sharding, shuffles with a seed per epoch, caches, maps, batches and prefetches, as its
+`BuildOptions` say;
 `write_shards` packs samples into TFRecord or HDF5 shards with a manifest.
 """
 
-from tfdist.data.build import build_dataset, dataset_options
+from tfdist.data.build import BuildOptions, build_dataset, dataset_options
 from tfdist.data.context import epoch_seed, make_input_context
 from tfdist.data.errors import DataError
 from tfdist.data.hdf5 import HDF5Source
@@ -17,7 +18,7 @@ from tfdist.data.tfrecord import TFRecordSource, skipped_records
 from tfdist.data.writers import fingerprint, write_shards
 
 __all__ = [
-    "ArraySource", "DataError", "HDF5Source", "ShardPlan", "SyntheticSource", "TFDSSource",
-    "TFRecordSource", "build_dataset", "dataset_options", "epoch_seed", "fingerprint",
+    "ArraySource", "BuildOptions", "DataError", "HDF5Source", "ShardPlan", "SyntheticSource",
+    "TFDSSource", "TFRecordSource", "build_dataset", "dataset_options", "epoch_seed", "fingerprint",
     "make_input_context", "plan_shards", "read_manifest", "skipped_records", "write_shards"
 ]

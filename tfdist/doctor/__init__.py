@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from typing import Callable, Optional
 
-from tfdist.cluster.gpus import gpu_notes, placement_check, slurm_gpus_requested as gpus_requested
-from tfdist.doctor.gpus import check_gpus, gpus_seen
+from tfdist.cluster.gpus import slurm_gpus_requested as gpus_requested
+from tfdist.doctor.gpus import check_gpus, check_placement, gpu_notes, gpus_seen
 from tfdist.doctor.placement import check_cluster, check_hosts, check_network, check_port
 from tfdist.doctor.probe import finish_probe, start_probe
 from tfdist.doctor.result import INFO, OK, PROBLEM, SKIP, WARN, Result
@@ -66,9 +66,9 @@ def run_checks(strategy: str = "auto",
             seen = gpus_seen(os.environ)
             gpus = seen[0]
             add(check_gpus(local_tasks=cluster.local_world_size if cluster else 1, seen=seen))
-            placed = cluster and placement_check(cluster, roles, os.environ, gpus, task_gpus)
+            placed = cluster and check_placement(cluster, roles, os.environ, gpus, task_gpus)
             if placed:  # which GPU(s) this task takes; tasks that would share one: PROBLEM
-                add(Result("gpus", *placed))
+                add(placed)
         if "model_dir" not in skip:
             add(
                 check_model_dir(model_dir,
@@ -84,8 +84,8 @@ def run_checks(strategy: str = "auto",
                 add(check_horovod(findings, roles.strategy if roles else strategy))
             notes = [] if "gpus" in skip else gpu_notes(findings,
                                                         roles.strategy if roles else strategy)
-            for status, message in notes:  # NCCL in Horovod, mixed precision
-                add(Result("gpus", status, message))
+            for note in notes:  # NCCL in Horovod, mixed precision
+                add(note)
     finally:
         if probe is not None:  # an exception above: do not leave the child behind
             probe.kill()
@@ -106,6 +106,6 @@ def summary(results: list[Result]) -> str:
 __all__ = [
     "CHECKS", "INFO", "OK", "PROBLEM", "SKIP", "WARN", "Result", "check_cluster", "check_gpus",
     "check_horovod", "check_hosts", "check_keras3", "check_network", "check_model_dir",
-    "check_port", "check_tensorflow", "finish_probe", "gpus_requested", "gpus_seen", "run_checks",
-    "start_probe", "summary"
+    "check_placement", "check_port", "check_tensorflow", "finish_probe", "gpu_notes",
+    "gpus_requested", "gpus_seen", "run_checks", "start_probe", "summary"
 ]

@@ -1,5 +1,6 @@
-"""Checks of the GPUs this task sees (CUDA_VISIBLE_DEVICES, nvidia-smi) against what Slurm gave it;
-the plan of which GPU each task takes is the cluster layer's (tfdist.cluster.gpus)."""
+"""Checks of the GPUs this task sees (CUDA_VISIBLE_DEVICES, nvidia-smi) against what Slurm gave it,
+of the GPU(s) it would take, and notes from the TensorFlow/Horovod probe. The plan of which GPU each
+task takes is the cluster layer's (tfdist.cluster.gpus); the verdicts on it are here."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping
-from typing import Optional
+from typing import Any, Optional
 
-from tfdist.cluster.gpus import VISIBLE, parse_visible, slurm_gpus_requested
+from tfdist.cluster.base import Cluster
+from tfdist.cluster.errors import ClusterError
+from tfdist.cluster.gpus import VISIBLE, parse_visible, plan_for, slurm_gpus_requested
+from tfdist.cluster.roles import Roles
 from tfdist.cluster.slurm import SlurmEnv
-from tfdist.doctor.result import OK, PROBLEM, WARN, Result
+from tfdist.doctor.result import INFO, OK, PROBLEM, WARN, Result
 
 _GPU_OPTION = "sbatch --gpus-per-node={n} (or --gres=gpu:{n})"
 
@@ -78,3 +82,65 @@ def check_gpus(environ: Optional[Mapping[str, str]] = None,
     return Result(
         "gpus", PROBLEM, f"Slurm allocated {count} GPU(s) to {where} ({source}), but this "
         f"task sees {seen} ({how}). {todo}")
+
+
+def check_placement(cluster: Cluster,
+                    roles: Roles,
+                    environ: Mapping[str, str],
+                    visible_count: Optional[int] = None,
+                    task_gpus: str = "auto") -> Optional[Result]:
+    """The GPU(s) this task takes under `roles` (tfdist.cluster.gpus.plan_for), None when it sees
+    none: a layout where tasks would share a GPU is a PROBLEM, GPUs left idle a warning."""
+    try:
+        plan = plan_for(cluster, roles, environ, task_gpus, visible_count)
+    except ClusterError as e:
+        return Result("gpus", PROBLEM, str(e))
+    if plan.count == 0:
+        return None
+    if plan.use is None:
+        return Result("gpus", INFO, f"{plan.summary()}: {plan.layout}")
+    if not plan.use:
+        why = f"{roles.strategy} uses none here" if plan.need == "none" else plan.layout
+        return Result("gpus", OK, f"no GPU ({why})")
+    how = {
+        "none": "",
+        VISIBLE: f", pinned with {VISIBLE}={plan.visible_value}",
+        "set_visible_devices": ", pinned with tf.config.set_visible_devices",
+    }[plan.mechanism]
+    message = (f"rank {cluster.rank} (task {plan.slot} of {plan.slots} on this node) uses "
+               f"{plan.summary()}{how} ({plan.layout})")
+    if plan.notes:
+        return Result("gpus", WARN, message + ". " + " ".join(plan.notes))
+    return Result("gpus", OK, message)
+
+
+def gpu_notes(probe: Mapping[str, Any], strategy: str) -> list[Result]:
+    """"gpus" lines from what the doctor's TensorFlow/Horovod probe found: tensor cores and mixed
+    precision, NCCL in Horovod."""
+    notes = []
+    capabilities = [tuple(c) for c in probe.get("tf_gpu_cc") or [] if c]
+    if capabilities:
+        best = max(capabilities)
+        cc = ", ".join(f"{a}.{b}" for a, b in capabilities)
+        if best >= (7, 0):
+            kind = "mixed_bfloat16 or mixed_float16" if best >= (8, 0) else "mixed_float16"
+            notes.append(
+                Result(
+                    "gpus", INFO, f"compute capability {cc}: tensor cores would speed training "
+                    f"up with --mixed_precision={kind}."))
+        else:
+            notes.append(
+                Result(
+                    "gpus", INFO, f"compute capability {cc}: below 7.0, mixed precision gains "
+                    "little here; keep --mixed_precision=float32."))
+    if strategy == "horovod" and "horovod" in probe:
+        if probe.get("nccl"):
+            notes.append(
+                Result("gpus", OK, "Horovod has NCCL: GPU tensors are all-reduced with NCCL."))
+        elif capabilities:
+            notes.append(
+                Result(
+                    "gpus", WARN, "Horovod was built without NCCL: gradients on the GPUs are "
+                    "copied to the host and all-reduced with gloo. For GPU nodes build it with "
+                    "HOROVOD_GPU_OPERATIONS=NCCL."))
+    return notes

@@ -27,8 +27,8 @@ from typing import Optional
 import tf_keras
 
 from tfdist import env_vars
-from tfdist.cluster.slurm import RequeueFailed
-from tfdist.cluster.slurm import requeue as requeue_job
+from tfdist.cluster.requeue import RequeueFailed
+from tfdist.cluster.requeue import requeue as requeue_job
 from tfdist.errors import ConfigError
 from tfdist.train.checkpoint import TrainingCheckpoint, latest
 

@@ -4,7 +4,7 @@ says what happened each time.
 
 Each such end is one line of PROGRESS_DIR/restarts.jsonl (job id, SLURM_RESTART_COUNT, what).
 The budget counts this job's requeued lines: time-limit requeues (preemption) do not use it.
-Reuses the preemption's requeue (tfdist.cluster.slurm.requeue). No TensorFlow.
+Reuses the preemption's requeue (tfdist.cluster.requeue). No TensorFlow.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import time
 from typing import Optional
 
 from tfdist import env_vars
-from tfdist.cluster.slurm import RequeueFailed, requeue, requeue_wanted
+from tfdist.cluster.requeue import RequeueFailed, requeue
+from tfdist.cluster.slurm import requeue_wanted
 from tfdist.errors import ConfigError
 
 log = logging.getLogger("tfdist")

@@ -13,7 +13,7 @@ import tensorflow as tf
 import tf_keras
 
 from tfdist.errors import ConfigError
-from tfdist.train.config import OPTIMIZERS, SCHEDULES
+from tfdist.app.config import OPTIMIZERS, SCHEDULES
 
 
 class _Warmup:

@@ -1,4 +1,4 @@
-"""tfdist.train.memory: the counts `tfdist plan` prints, checked against Keras's own counts and
+"""tfdist.app.memory: the counts `tfdist plan` prints, checked against Keras's own counts and
 simple models worked out by hand."""
 
 import pytest
@@ -7,9 +7,9 @@ import tfdist  # noqa: F401  (tf-keras before TensorFlow)
 import tensorflow as tf
 from tf_keras.src.utils.layer_utils import count_params
 
-from tfdist.train.schedules import make_optimizer
-from tfdist.train.memory import ModelMemory, model_memory, parse_bytes
-from tfdist.train.models import MODELS, build_model
+from tfdist.app.schedules import make_optimizer
+from tfdist.app.memory import ModelMemory, model_memory, parse_bytes
+from tfdist.app.models import MODELS, build_model
 
 layers = tf.keras.layers
 

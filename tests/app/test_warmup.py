@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import launch, requires_horovod
-from tfdist.train.schedules import WarmupSchedule
+from tfdist.app.schedules import WarmupSchedule
 
 SCRIPT = str(Path(__file__).parent / "warmup_script.py")
 

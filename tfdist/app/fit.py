@@ -16,7 +16,7 @@ import tfdist
 from tfdist.distribute import LostTaskError
 from tfdist.errors import ConfigError
 from tfdist.files import replacing
-from tfdist.train.config import TrainConfig
+from tfdist.app.config import TrainConfig
 from tfdist.train.summary import metrics_path
 
 log = logging.getLogger("tfdist")
@@ -88,7 +88,7 @@ def _test_split(pipeline, cfg: TrainConfig):
 def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
     """The parameter-server evaluator: the test split on each new checkpoint of the chief."""
     from tfdist.keras_compat import keras_module
-    from tfdist.train.models import compiled_model
+    from tfdist.app.models import compiled_model
     from tfdist.train.sidecar import evaluate_checkpoints
 
     if not cfg.model_dir:
@@ -104,8 +104,8 @@ def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
 
 def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
     from tfdist.keras_compat import keras_module
-    from tfdist.train.models import compiled_model
-    from tfdist.train.schedules import learning_rate, make_optimizer
+    from tfdist.app.models import compiled_model
+    from tfdist.app.schedules import learning_rate, make_optimizer
 
     keras = keras_module(cfg.keras)
     pipeline, info = _pipeline(cfg)

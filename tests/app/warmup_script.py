@@ -7,8 +7,8 @@ import numpy as np
 
 import tfdist
 import tensorflow as tf
-from tfdist.train.config import TrainConfig
-from tfdist.train.schedules import learning_rate
+from tfdist.app.config import TrainConfig
+from tfdist.app.schedules import learning_rate
 
 STEPS_PER_EPOCH, EPOCHS = 6, 2
 
