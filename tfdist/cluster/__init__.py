@@ -10,6 +10,7 @@ from tfdist.cluster import gpus
 from tfdist.cluster.base import Cluster, ClusterEnv
 from tfdist.cluster.errors import ClusterError
 from tfdist.cluster.flux import FluxEnv
+from tfdist.cluster.horovodrun import with_horovodrun
 from tfdist.cluster.local import LocalLaunchEnv, single_process
 from tfdist.cluster.lsf import JsrunEnv
 from tfdist.cluster.mpi import HydraEnv, MVAPICHEnv, OpenMPIEnv, PALSEnv
@@ -28,12 +29,13 @@ ENVIRONMENTS: tuple[type[ClusterEnv], ...] = (LocalLaunchEnv, TFConfigEnv, OpenM
 
 def detect(environ: Optional[Mapping[str, str]] = None) -> Cluster:
     """This task's Cluster from the first environment present, else a single local process (which
-    names the launcher that started it as one of several, when one tfdist does not read did)."""
+    names the launcher that started it as one of several, when one tfdist does not read did); with
+    horovodrun's ranks where horovodrun started it (tfdist.cluster.horovodrun)."""
     environ = os.environ if environ is None else environ
     for env in ENVIRONMENTS:
         if env.is_present(environ):
-            return env.read(environ)
-    return single_process(other_launcher(environ))
+            return with_horovodrun(env.read(environ), environ)
+    return with_horovodrun(single_process(other_launcher(environ)), environ)
 
 
 __all__ = [

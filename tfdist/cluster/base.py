@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tfdist.cluster.errors import ClusterError
+
+if TYPE_CHECKING:
+    from tfdist.cluster.horovodrun import HorovodrunRanks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,6 +27,9 @@ class Cluster:
     # A launcher tfdist does not read that started this process as one of several (its variables,
     # tfdist.cluster.other_launchers); set only on a single local process.
     other_launcher: Optional[str] = None
+    # The ranks horovodrun gave this process, which Horovod takes as they are (the ones above stay
+    # the environment's: tfdist.cluster.horovodrun).
+    horovodrun: Optional[HorovodrunRanks] = None
 
     @property
     def nodes(self) -> tuple[str, ...]:
