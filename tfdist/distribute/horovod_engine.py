@@ -105,7 +105,6 @@ class HorovodEngine(Engine):
                 addr = env["HOROVOD_GLOO_RENDEZVOUS_ADDR"]
                 port = int(env["HOROVOD_GLOO_RENDEZVOUS_PORT"])
                 if cluster.rank == 0:
-                    self._stop_rendezvous()
                     self._rendezvous = rendezvous.serve_rendezvous(
                         cluster, port, host=rendezvous.rendezvous_bind_address(cluster, addr))
                 try:
