@@ -233,13 +233,12 @@ def init(strategy: str = "auto",
     none), with memory growth unless `gpu_memory_growth=False`.
     """
     from tfdist.distribute.devices import pin_gpus
-    from tfdist.distribute.horovod_setup import launcher_local_rank
 
     model_dir, model_dir_from = _run_directory(model_dir, os.environ)
     cluster = detect()
     quiet_other_tasks(cluster.rank)
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
-    slot = launcher_local_rank(cluster) if roles.strategy == "horovod" else None
+    slot = cluster.horovodrun.local if cluster.horovodrun and roles.strategy == "horovod" else None
     plan = pin_gpus(cluster, roles, task_gpus, gpu_memory_growth, slot=slot)
     engine = make_engine(cluster, roles, **engine_options)
     quiet_other_tasks(engine.rank)

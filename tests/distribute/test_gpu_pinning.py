@@ -78,29 +78,3 @@ def test_collective_auto_is_nccl_only_on_gpus():
     assert collective_for("ring", uses_gpus=True) == "ring"
     with pytest.raises(ValueError, match="--collective"):
         collective_for("hierarchical", uses_gpus=True)
-
-
-def test_under_horovodrun_the_gpu_follows_horovods_local_rank():
-    # horovodrun sets the ranks; tfdist's own cluster then knows nothing of them.
-    from tfdist.cluster import detect, single_process
-    from tfdist.distribute.horovod_setup import launcher_local_rank
-
-    horovodrun = {
-        "HOROVOD_RANK": "3",
-        "HOROVOD_SIZE": "4",
-        "HOROVOD_GLOO_RENDEZVOUS_ADDR": "node1",
-        "HOROVOD_LOCAL_RANK": "1",
-        "HOROVOD_LOCAL_SIZE": "2"
-    }
-    assert launcher_local_rank(single_process(), horovodrun) == (1, 2)
-    # Under mpirun the ranks are tfdist's cluster (tfdist.cluster.mpi): its local rank applies.
-    mpirun = {
-        "OMPI_COMM_WORLD_RANK": "1",
-        "OMPI_COMM_WORLD_SIZE": "4",
-        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
-        "OMPI_COMM_WORLD_LOCAL_SIZE": "4"
-    }
-    assert launcher_local_rank(detect(mpirun), mpirun) is None
-    assert detect(mpirun).local_rank == 1
-    # Variables tfdist wrote itself: the cluster's local rank applies.
-    assert launcher_local_rank(single_process(), dict(horovodrun, TFDIST_HOROVOD="1")) is None

@@ -1,12 +1,12 @@
 """One task of the Horovod tests, run as a script: `python hvd_worker.py MODE OUT_JSON`.
 
-MODE "train": init_horovod from the environment (what `tfdist launch` sets), then a tiny tf_keras
-model trained a few steps with distributed_optimizer + horovod_callbacks. Each rank starts from
+MODE "train": the Horovod engine from the environment (what `tfdist launch` sets), then a tiny
+tf_keras model trained a few steps with the engine's optimizer and callbacks. Each rank starts from
 different initial weights (seed = rank): only the broadcast from rank 0 makes them agree.
 MODE "train0": the same with every rank starting from the weights of seed 0 (as "single").
 MODE "single": the same model and data in one process with the global batch, weights of rank 0.
 OUT_JSON may hold "{rank}", replaced by the Horovod rank.
-MODE "init": init_horovod only (for the tests of a missing peer).
+MODE "init": the engine's set-up only (for the tests of a missing peer).
 MODE "long": trains "forever", printing "EPOCH rank n" (for the test of a lost peer).
 """
 
@@ -17,7 +17,6 @@ import time
 
 import tfdist  # noqa: F401  (as a user script starts; the model below is tf_keras)
 from tfdist.cluster import build_roles, detect
-from tfdist.distribute import horovod_setup
 
 PER_RANK_BATCH = 8
 STEPS = 6
@@ -50,23 +49,22 @@ def shard(a, rank):
     return steps[:, rank].reshape(-1, *a.shape[1:])
 
 
-def train_forever(hvd, x, y):
+def train_forever(engine, x, y):
     import tf_keras
 
     class Tick(tf_keras.callbacks.Callback):
 
         def on_epoch_end(self, epoch, logs=None):
-            print("EPOCH", hvd.rank(), epoch, flush=True)
+            print("EPOCH", engine.rank, epoch, flush=True)
 
     net = model(seed=0)
-    net.compile(optimizer=horovod_setup.distributed_optimizer(tf_keras.optimizers.SGD(0.01)),
-                loss="mse")
+    net.compile(optimizer=engine.wrap_optimizer(tf_keras.optimizers.SGD(0.01)), loss="mse")
     net.fit(x,
             y,
             batch_size=PER_RANK_BATCH,
             epochs=10**6,
             verbose=0,
-            callbacks=horovod_setup.horovod_callbacks() + [Tick()])
+            callbacks=engine.callbacks() + [Tick()])
 
 
 def main(mode, out):
@@ -80,8 +78,11 @@ def main(mode, out):
         net.compile(optimizer=tf_keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
         hist = net.fit(x, y, batch_size=PER_RANK_BATCH * WORLD, epochs=2, shuffle=False, verbose=0)
     else:
+        from tfdist.distribute.horovod_engine import HorovodEngine
+
         cluster = detect()
-        hvd = horovod_setup.init_horovod(cluster, build_roles(cluster, "horovod"))
+        engine = HorovodEngine(cluster, build_roles(cluster, "horovod"))
+        hvd = engine.hvd
         result.update(rank=hvd.rank(),
                       size=hvd.size(),
                       local=[hvd.local_rank(), hvd.local_size()],
@@ -91,17 +92,17 @@ def main(mode, out):
                       init_s=time.monotonic() - start)
         out = out.replace("{rank}", str(hvd.rank()))
         if mode == "init":
-            horovod_setup.shutdown()
+            engine.shutdown()
             json.dump(result, open(out, "w"))
             return
         rank = hvd.rank()
         if mode == "long":
-            train_forever(hvd, x, y)
+            train_forever(engine, x, y)
         net = model(seed=0 if mode == "train0" else rank)
         result["initial_weights"] = [w.tolist() for w in net.get_weights()]
-        opt = horovod_setup.distributed_optimizer(tf_keras.optimizers.SGD(0.05))
+        opt = engine.wrap_optimizer(tf_keras.optimizers.SGD(0.05))
         net.compile(optimizer=opt, loss="mse", metrics=["mae"])
-        ctx = horovod_setup.input_context()
+        ctx = engine.input_context()
         result["input_context"] = [ctx.num_input_pipelines, ctx.input_pipeline_id]
         hist = net.fit(shard(x, rank),
                        shard(y, rank),
@@ -109,9 +110,9 @@ def main(mode, out):
                        epochs=2,
                        shuffle=False,
                        verbose=0,
-                       callbacks=horovod_setup.horovod_callbacks())
-        horovod_setup.barrier()
-        horovod_setup.shutdown()
+                       callbacks=engine.callbacks())
+        engine.barrier()
+        engine.shutdown()
     result["weights"] = [w.tolist() for w in net.get_weights()]
     result["history"] = {k: [float(v) for v in vs] for k, vs in hist.history.items()}
     result["seconds"] = time.monotonic() - start

@@ -11,6 +11,7 @@ from tfdist.cluster import gpus
 from tfdist.cluster.base import Cluster, ClusterEnv
 from tfdist.cluster.errors import ClusterError
 from tfdist.cluster.flux import FluxEnv
+from tfdist.cluster.horovodrun import with_horovodrun
 from tfdist.cluster.launcher_choice import read_choice
 from tfdist.cluster.local import LocalLaunchEnv, single_process
 from tfdist.cluster.lsf import JsrunEnv
@@ -30,8 +31,9 @@ ENVIRONMENTS: tuple[type[ClusterEnv], ...] = (LocalLaunchEnv, TFConfigEnv, OpenM
 
 def detect(environ: Optional[Mapping[str, str]] = None) -> Cluster:
     """This task's Cluster from the first environment present, else a single local process (which
-    names the launcher that started it as one of several, when one tfdist does not read did);
-    with the strategy its launcher chose (TFDIST_STRATEGY, in every environment)."""
+    names the launcher that started it as one of several, when one tfdist does not read did); with
+    horovodrun's ranks where horovodrun started it (tfdist.cluster.horovodrun), and the strategy its
+    launcher chose (TFDIST_STRATEGY, in every environment)."""
     environ = os.environ if environ is None else environ
     for env in ENVIRONMENTS:
         if env.is_present(environ):
@@ -39,7 +41,7 @@ def detect(environ: Optional[Mapping[str, str]] = None) -> Cluster:
             break
     else:
         cluster = single_process(other_launcher(environ))
-    return dataclasses.replace(cluster, **read_choice(environ))
+    return dataclasses.replace(with_horovodrun(cluster, environ), **read_choice(environ))
 
 
 __all__ = [

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from tfdist.cluster.errors import ClusterError
+
+if TYPE_CHECKING:
+    from tfdist.cluster.horovodrun import HorovodrunRanks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +32,9 @@ class Cluster:
     strategy_by: Optional[str] = None
     num_ps: Optional[int] = None
     evaluator: Optional[bool] = None
+    # The ranks horovodrun gave this process, which Horovod takes as they are (the ones above stay
+    # the environment's: tfdist.cluster.horovodrun).
+    horovodrun: Optional[HorovodrunRanks] = None
 
     @property
     def nodes(self) -> tuple[str, ...]:
