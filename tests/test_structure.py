@@ -21,7 +21,7 @@ def imports(path: Path, known: dict[str, Path]) -> set[str]:
     """The tfdist modules `path` imports, anywhere in it: `from tfdist.a import b` is tfdist.a.b
     where that is a module, else tfdist.a."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -32,6 +32,17 @@ def imports(path: Path, known: dict[str, Path]) -> set[str]:
             if name.startswith("tfdist") and name in known:
                 found.add(name)
     return found
+
+
+def _nodes(tree: ast.AST):
+    """Every node of `tree` but those under `if TYPE_CHECKING:` (read by type checkers only)."""
+    for node in ast.iter_child_nodes(tree):
+        test = node.test if isinstance(node, ast.If) else None
+        if test is not None and "TYPE_CHECKING" in ast.unparse(test):
+            yield from (n for orelse in node.orelse for n in [orelse, *_nodes(orelse)])
+            continue
+        yield node
+        yield from _nodes(node)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
