@@ -254,10 +254,7 @@ def training_callbacks(engine,
     meter, tensorboard, preemption, progress, identity, facts, watchdog_timeout, input_batches,
     element_spec).
     """
-    return _build(engine, model_dir, (options or CallbackOptions()).replace(**keywords))
-
-
-def _build(engine, model_dir: Optional[str], o: CallbackOptions) -> TrainingCallbacks:
+    o = (options or CallbackOptions()).replace(**keywords)
     if model_dir and o.preemption:
         catch_signals()  # as early as the script lets us
     caps, chief = engine.capabilities, engine.is_chief
