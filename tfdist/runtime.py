@@ -223,9 +223,11 @@ def init(strategy: str = "auto",
     `chief_timeout` (seconds its ps and workers wait for the chief to come up); auto any of them,
     each used by the engine auto becomes. Another name is a ConfigError naming it.
     """
+    import tfdist
     from tfdist.distribute.devices import pin_gpus
     from tfdist.distribute.horovod_setup import launcher_local_rank
 
+    tfdist._set_up_process()  # done at `import tfdist`, unless tfdist.cluster came first
     cluster = detect()
     quiet_other_tasks(cluster.rank)
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
