@@ -10,7 +10,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -99,28 +98,6 @@ def write_result(name: str, result: dict) -> str:
     path = os.path.join(RESULTS, f"{name}.json")
     write_json(path, result)
     return path
-
-
-def free_port_block(n: int) -> int:
-    """A base port with n consecutive free ports above it (below the ephemeral range)."""
-    import random
-
-    rng = random.Random(os.getpid() ^ time.monotonic_ns())
-    for _ in range(200):
-        base = rng.randrange(22000, 32000 - n)
-        if all(_port_free(base + i) for i in range(n)):
-            return base
-    raise RuntimeError("no block of free ports found")
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("", port))
-            return True
-        except OSError:
-            return False
 
 
 def quiet_env(**extra: str) -> dict:

@@ -44,9 +44,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BENCH, BIN, free_port_block, load_result, machine, quiet_env  # noqa: E402
+from common import BENCH, BIN, load_result, machine, quiet_env  # noqa: E402
 from common import run, start, summary, wait_all, write_result  # noqa: E402
 from compare import Run, compare, steps_file  # noqa: E402
+from tfdist.cluster.ports import free_port_base  # noqa: E402  (after common's `import tfdist`)
 
 PYTHON = sys.executable
 TFDIST = os.path.join(BIN, "tfdist")
@@ -191,7 +192,7 @@ def commands(cfg: dict, epochs: int, steps_per_epoch: int, prefix: str,
     if engine == "mirrored":
         return [(probe + [script] + own, {})]
     # multi_worker, parameter_server: a TF_CONFIG of their own; plain: independent processes
-    base = str(free_port_block(n)) if engine != "plain" else "0"
+    base = str(free_port_base(n)) if engine != "plain" else "0"
     return [(probe + [script] + own, dict(RANK=str(r), WORLD_SIZE=str(n), BASE_PORT=base))
             for r in range(n)]
 
@@ -247,7 +248,7 @@ def time_env(repeats: int) -> dict:
     floor, of the same interpreter doing nothing."""
     env = quiet_env(TFDIST_LAUNCH_RANK="0",
                     TFDIST_LAUNCH_WORLD_SIZE="2",
-                    TFDIST_LAUNCH_PORT=str(free_port_block(2)))
+                    TFDIST_LAUNCH_PORT=str(free_port_base(2)))
     out = {}
     commands = {
         "tfdist_env_multi_worker": [TFDIST, "env", "--format=shell", "--strategy=multi_worker"],

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import tfdist as _tfdist  # noqa: F401  (first: the tests run set up as a script that imports it)
 from tfdist.cluster.ports import free_port_base  # noqa: F401  (re-exported for the tests)
 
 REPO = Path(__file__).resolve().parents[1]

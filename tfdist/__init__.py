@@ -13,15 +13,31 @@ from tfdist import logs as _logs
 from tfdist import tf_environ as _tf_environ
 from tfdist.keras_compat import horovod_binding as _horovod_binding
 from tfdist.errors import TfdistError  # noqa: F401  (the one error type to catch)
+from tfdist.import_context import tensorflow_free_import as _tensorflow_free_import
 from tfdist.keras_compat import apply as _keras_compat
 
-# Read when TensorFlow loads (if it has not yet): its C++ log level.
-_tf_environ.apply()
-_horovod_binding.install()
-_keras_compat.install()  # Keras 3's corrections (tfdist.keras_compat), whenever Keras is imported
-_logs.setup()
-
 __version__ = "0.1.0"
+_set_up = False
+
+
+def _set_up_process() -> None:
+    """What `import tfdist` does to the process (once)."""
+    global _set_up
+    if _set_up:
+        return
+    _set_up = True
+    # Read when TensorFlow loads (if it has not yet): its C++ log level.
+    _tf_environ.apply()
+    _horovod_binding.install()
+    _keras_compat.install()  # Keras 3's corrections, whenever Keras is imported
+    _logs.setup()
+
+
+# Not for `import tfdist.cluster` or `python -m tfdist.cli.launch_guard`, which only pass through
+# here (tfdist.import_context says how it is told); tfdist.init() sets up a process that imported
+# those before `import tfdist`.
+if not _tensorflow_free_import():
+    _set_up_process()
 
 
 def init(*args, **kwargs):

@@ -28,6 +28,9 @@ from tfdist import env_vars
 
 VERBOSE_ENV = env_vars.VERBOSE.name
 TF_CPP_QUIET = "2"  # TF_CPP_MIN_LOG_LEVEL: C++ errors only
+# The one logger of tfdist: every module logs with logging.getLogger("tfdist"), which setup gives
+# its handler and level and quiet_other_tasks quiets (a module's own __name__ logger reaches the
+# same handler, but a module run as __main__ would not).
 LOGGER = "tfdist"
 
 _NOISE = [

@@ -32,11 +32,17 @@ log = logging.getLogger("tfdist")
 LR_SCALING = ("linear", "sqrt", "none")
 
 
-def scale_lr(lr: float, replicas: float, rule: str = "linear") -> float:
-    """The single-replica rate `lr` for `replicas` times its batch: ηN (linear), η√N (sqrt)."""
+def check_lr_scaling(rule: str) -> str:
+    """`rule` when it is one of LR_SCALING, else a ConfigError naming it."""
     if rule not in LR_SCALING:
         raise ConfigError(f"lr_scaling={rule!r}: expected one of {', '.join(LR_SCALING)} "
                           "(--lr_scaling).")
+    return rule
+
+
+def scale_lr(lr: float, replicas: float, rule: str = "linear") -> float:
+    """The single-replica rate `lr` for `replicas` times its batch: ηN (linear), η√N (sqrt)."""
+    check_lr_scaling(rule)
     return {"linear": lr * replicas, "sqrt": lr * math.sqrt(replicas), "none": lr}[rule]
 
 
@@ -50,11 +56,8 @@ class Runtime:
                  lr_scaling: str = "linear",
                  gpus: Optional[GpuPlan] = None,
                  model_dir: Optional[str] = None):
-        if lr_scaling not in LR_SCALING:
-            raise ConfigError(f"lr_scaling={lr_scaling!r}: expected one of "
-                              f"{', '.join(LR_SCALING)} (--lr_scaling).")
         self.cluster, self.roles, self.engine = cluster, roles, engine
-        self.lr_scaling = lr_scaling
+        self.lr_scaling = check_lr_scaling(lr_scaling)  # at init, not at the first scale_lr
         self.gpus = gpus  # the GPUs this task uses (tfdist.cluster.gpus.GpuPlan)
         # The run directory (init's model_dir, else $MODEL_DIR, else None): callbacks' and
         # resume's default.
@@ -178,18 +181,21 @@ class Runtime:
         the throughput meter; with `model_dir` (default: rt.model_dir, from tfdist.init's
         model_dir or $MODEL_DIR) also checkpoints, resume, preemption (exit 75,
         requeue), TensorBoard and metrics.json; and the progress watchdog (a stalled job ends
-        naming the stuck rank). Options: tfdist.train.callbacks.training_callbacks (batch_size,
-        checkpoint_steps, requeue, meter, tensorboard, progress, identity, facts,
-        watchdog_timeout)."""
-        from tfdist.train.callbacks import training_callbacks
-
+        naming the stuck rank). Options: tfdist.train.callbacks.CallbackOptions (batch_size,
+        checkpoint_steps, requeue, meter, tensorboard, preemption, progress, identity, facts,
+        watchdog_timeout); another name is a ConfigError naming it."""
+        from tfdist.train.callbacks import CallbackOptions, training_callbacks
         from tfdist.train.watchdog import timeout_setting
 
         model_dir = self.model_dir if model_dir is None else model_dir
-        options.setdefault("input_batches", self._input_batches)  # rt.dataset may come later
-        options.setdefault("element_spec", lambda: self._element_spec)
-        self._watchdog_off = timeout_setting(options.get("watchdog_timeout")) == 0.0
-        return training_callbacks(self.engine, model_dir, **options)
+        # rt.dataset may come later: the callbacks ask for its counts and element spec when due.
+        given = CallbackOptions.of(**{
+            "input_batches": self._input_batches,
+            "element_spec": lambda: self._element_spec,
+            **options
+        })
+        self._watchdog_off = timeout_setting(given.watchdog_timeout) == 0.0
+        return training_callbacks(self.engine, model_dir, given)
 
     def _input_batches(self) -> Optional[int]:
         return self._input_counter.read() if self._input_counter is not None else None
@@ -231,16 +237,24 @@ def init(strategy: str = "auto",
     Before the engine exists, TensorFlow is made to see only this task's GPUs (`task_gpus`: auto
     is what the strategy needs, e.g. one per task by local rank under horovod; or one, share, all,
     none), with memory growth unless `gpu_memory_growth=False`.
+
+    `engine_options` are those of the strategy's engine: mirrored `cpu_devices`; multi_worker
+    `collective`, `bytes_per_pack`, `collective_timeout`; horovod `compression`,
+    `backward_passes_per_step` (the flags of the same names say what each does); parameter_server
+    `chief_timeout` (seconds its ps and workers wait for the chief to come up); auto any of them,
+    each used by the engine auto becomes. Another name is a ConfigError naming it.
     """
+    import tfdist
     from tfdist.distribute.devices import pin_gpus
 
+    tfdist._set_up_process()  # done at `import tfdist`, unless tfdist.cluster came first
     model_dir, model_dir_from = _run_directory(model_dir, os.environ)
     cluster = detect()
     quiet_other_tasks(cluster.rank)
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
     slot = cluster.horovodrun.local if cluster.horovodrun and roles.strategy == "horovod" else None
     plan = pin_gpus(cluster, roles, task_gpus, gpu_memory_growth, slot=slot)
-    engine = make_engine(cluster, roles, **engine_options)
+    engine = make_engine(cluster, roles, engine_options, asked=strategy)
     quiet_other_tasks(engine.rank)
     role = f" {roles.task_type}" if roles.task_type else ""
     growth = ", memory growth " + ("on" if gpu_memory_growth else "off") if plan.use else ""
@@ -256,7 +270,7 @@ def init(strategy: str = "auto",
     if roles.trains:
         _guard_fit(engine)
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
-        engine.serve()  # parameter_server's ps and worker tasks
+        engine.serve()  # parameter_server's ps and worker tasks (the others train)
         log.info("%s %s done: the chief has finished.", roles.task_type, roles.task_index)
         sys.exit(0)
     return runtime

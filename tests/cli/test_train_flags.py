@@ -6,8 +6,11 @@ import pytest
 from absl import flags
 from absl import logging as absl_logging
 
+from tfdist.cli import flags as tfdist_flags
 from tfdist.cli import train as train_cli
 from tfdist.app.config import TrainConfig
+from tfdist.cluster import STRATEGIES
+from tfdist.distribute import option_names
 
 
 def test_flags_reach_the_train_config():
@@ -85,3 +88,18 @@ def test_keras3_refuses_horovods_backward_passes_at_parse_time():
                 ["tfdist train", "--strategy=horovod", "--keras=3", "--backward_passes_per_step=2"])
     finally:
         flags.FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_flags_give_each_strategy_options_of_its_own_engine(strategy):
+    """tfdist train passes engine_options_from_flags() to tfdist.init, which refuses an option
+    that is not the strategy's engine's."""
+    verbosity = absl_logging.get_verbosity()
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["tfdist train", f"--strategy={strategy}"])
+    try:
+        given = tfdist_flags.engine_options_from_flags()
+    finally:
+        flags.FLAGS.unparse_flags()
+        absl_logging.set_verbosity(verbosity)
+    assert set(given) <= set(option_names(strategy))

@@ -199,3 +199,16 @@ def test_task_not_on_the_node_the_mapping_says():
 def test_local_id_disagrees_with_layout():
     with pytest.raises(ClusterError, match=r"SLURM_LOCALID=0 but rank 1 is task 1 of 2 on node1"):
         detect(step(1, "node1", SLURM_LOCALID=0))
+
+
+def test_the_allocation_is_read_from_the_job_variables():
+    from tfdist.cluster.slurm import Allocation, in_step, read_allocation
+
+    env = step(0, "node1", SLURM_CPUS_PER_TASK=8)  # a step of 2 nodes x 2 tasks
+    assert in_step(env)
+    assert read_allocation(env) == Allocation("4242", 2, 2, 8)
+    batch = {k: v for k, v in env.items() if "STEP" not in k}
+    assert not in_step(batch) and read_allocation(batch) == Allocation("4242", 2, 2, 8)
+    assert read_allocation({}) is None and not in_step({"SLURM_STEP_ID": "0"})
+    with pytest.raises(ClusterError, match="job 4242 sets neither SLURM_JOB_NUM_NODES"):
+        read_allocation({"SLURM_JOB_ID": "4242"})

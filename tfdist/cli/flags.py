@@ -15,7 +15,8 @@ from absl import flags
 
 from tfdist.cluster import STRATEGIES
 from tfdist.cluster.gpus import TASK_GPUS
-from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK, DEFAULT_COLLECTIVE_TIMEOUT
+from tfdist.distribute.defaults import (COLLECTIVES, COMPRESSIONS, DEFAULT_BYTES_PER_PACK,
+                                        DEFAULT_COLLECTIVE_TIMEOUT)
 from tfdist.runtime import LR_SCALING
 from tfdist.app.config import DEFAULTS as D
 
@@ -63,7 +64,7 @@ def define_flags() -> None:
         "How the learning rate grows with N replicas: linear (lr*N), sqrt "
         "(lr*sqrt(N)) or none.")
     flags.DEFINE_enum(
-        "collective", "auto", ["auto", "ring", "nccl"],
+        "collective", "auto", list(COLLECTIVES),
         "multi_worker: how gradients are all-reduced. auto: NCCL when the worker trains on "
         "GPUs, else TensorFlow's ring over gRPC (TensorFlow's own AUTO means the ring).")
     flags.DEFINE_bool(
@@ -79,7 +80,7 @@ def define_flags() -> None:
                        "MultiWorkerMirroredStrategy's health check anyway; a timeout costs one "
                        "sleeping thread per collective op until it expires.",
                        lower_bound=0)
-    flags.DEFINE_enum("compression", "none", ["none", "fp16"],
+    flags.DEFINE_enum("compression", "none", list(COMPRESSIONS),
                       "horovod: compress gradients for the all-reduce.")
     flags.DEFINE_integer("backward_passes_per_step",
                          1, "horovod: local gradient accumulation "

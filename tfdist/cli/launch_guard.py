@@ -16,7 +16,9 @@ with the rank's status (a rank killed by a signal: the guard kills itself with t
 Output goes through the guard so that, with the launcher gone, a rank that still writes its last
 lines does not fail on a broken pipe while it saves its checkpoint.
 
-Standard library only: it starts before every rank, so it must start fast.
+Standard library only: it starts before every rank, so it must start fast. Python runs
+tfdist/__init__.py first, which leaves this process as it found it (no import hook, no log
+handler, the environment its rank inherits unchanged: tfdist.import_context).
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ Reads the environment only; requeueing the job is tfdist.cluster.requeue's."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Optional
@@ -15,6 +16,7 @@ from tfdist.cluster.hostlist import expand_hosts, expand_tasks_per_node
 _JOB_ID = ("SLURM_JOB_ID", "SLURM_JOBID")
 _STEP_ID = ("SLURM_STEP_ID", "SLURM_STEPID")
 _NODELIST = ("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
+_JOB_NODELIST = _NODELIST[1:]  # the allocation's (a step's may be fewer nodes)
 _NUM_TASKS = ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")
 _TASKS_PER_NODE = ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
 _NTASKS_PER_NODE = "SLURM_NTASKS_PER_NODE"
@@ -68,6 +70,48 @@ class SlurmEnv(ClusterEnv):
         cluster = Cluster("slurm", rank, world_size, tuple(task_hosts), job_id=job_id)
         _check_local_id(environ, cluster)
         return cluster
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    """A Slurm job's allocation as its batch script sees it, outside any srun step (`tfdist scale`
+    starts an srun step per size in it)."""
+
+    job_id: str
+    nodes: int
+    tasks_per_node: int  # the fewest any node has: every node can hold this many
+    cpus_per_task: Optional[int] = None
+
+
+def in_step(environ: Mapping[str, str]) -> bool:
+    """Whether this process runs in an srun step of a Slurm job."""
+    return first_of(environ, _JOB_ID) is not None and first_of(environ, _STEP_ID) is not None
+
+
+def read_allocation(environ: Mapping[str, str]) -> Optional[Allocation]:
+    """The allocation of the Slurm job this process runs in (its job variables), None outside
+    Slurm."""
+    job = first_of(environ, _JOB_ID)
+    if job is None:
+        return None
+    nodelist = first_of(environ, _JOB_NODELIST)
+    if environ.get("SLURM_JOB_NUM_NODES", "").isdigit():
+        nodes = int(environ["SLURM_JOB_NUM_NODES"])
+    elif nodelist:
+        nodes = len(expand_hosts(nodelist[1], source=nodelist[0]))
+    else:
+        raise ClusterError(f"Slurm job {job[1]} sets neither SLURM_JOB_NUM_NODES nor "
+                           "SLURM_JOB_NODELIST: cannot tell how many nodes it has.")
+    job_tasks_per_node = _TASKS_PER_NODE[-1]
+    if environ.get(_NTASKS_PER_NODE, "").isdigit():
+        per_node = int(environ[_NTASKS_PER_NODE])
+    elif environ.get(job_tasks_per_node):
+        per_node = min(expand_tasks_per_node(environ[job_tasks_per_node],
+                                             source=job_tasks_per_node))
+    else:
+        per_node = 1
+    cpus = environ.get("SLURM_CPUS_PER_TASK", "")
+    return Allocation(job[1], nodes, per_node, int(cpus) if cpus.isdigit() else None)
 
 
 def _outside_step(environ: Mapping[str, str], job_id: str, nodes: list[str]) -> Cluster:

@@ -1,4 +1,9 @@
-"""Engine defaults, in a module without TensorFlow so the absl flags can share them."""
+"""Engine defaults and choices, in a module without TensorFlow so the absl flags can share them."""
+
+# multi_worker's all-reduce: auto (NCCL on GPUs, else the ring), TensorFlow's gRPC ring, or NCCL.
+COLLECTIVES = ("auto", "ring", "nccl")
+# horovod's gradient compression for the all-reduce.
+COMPRESSIONS = ("none", "fp16")
 
 # No per-collective timeout by default: TensorFlow keeps one sleeping thread per collective op
 # until its timeout expires (600 s gave ~1,600 threads per process after 4 digits epochs, 5,700

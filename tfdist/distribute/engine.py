@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 from typing import Any, Callable, Optional
 
 from tfdist.cluster import Cluster, Roles
 from tfdist.errors import TfdistError
+from tfdist.options import check_options
 
 DatasetFn = Callable[[Any], Any]  # tf.distribute.InputContext -> tf.data.Dataset
 
@@ -32,17 +34,34 @@ class Capabilities:
     # Every training task takes part in a checkpoint save (MultiWorkerMirrored reads sync-on-read
     # variables with a collective); elsewhere only the chief saves.
     collective_checkpoint: bool = False
+    # Each replica keeps layer statistics of its own (BatchNormalization's moving mean and
+    # variance), which average_layer_statistics averages at epoch ends and before a checkpoint
+    # (parameter servers hold the one copy of every variable: nothing to average).
+    replica_statistics: bool = True
 
 
 class Engine:
-    """A distribution engine configured for this task. Subclasses set `strategy`."""
+    """A distribution engine configured for this task. Subclasses set `strategy`.
+
+    An engine's options (what tfdist.init passes on: `compression`, `collective`, ...) are the
+    keyword parameters of its constructor after `cluster` and `roles` (option_names); any other
+    is an error naming it."""
 
     name = ""
     capabilities = Capabilities()
 
-    def __init__(self, cluster: Cluster, roles: Roles, **options: Any):
-        self.cluster, self.roles, self.options = cluster, roles, options
+    def __init__(self, cluster: Cluster, roles: Roles, **unknown: Any):
+        check_options(unknown, self.option_names(), f"the {self.name} engine")
+        self.cluster, self.roles = cluster, roles
         self.strategy = None
+
+    @classmethod
+    def option_names(cls) -> tuple[str, ...]:
+        """The options this engine takes: its constructor's named parameters after cluster and
+        roles (a subclass passes none of its own on to Engine.__init__)."""
+        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        parameters = list(inspect.signature(cls.__init__).parameters.values())[3:]
+        return tuple(p.name for p in parameters if p.kind in named)
 
     @property
     def num_replicas_in_sync(self) -> int:
@@ -82,6 +101,16 @@ class Engine:
         same points (tfdist.distribute.layer_statistics). Returns how many variables it covers: 0
         where there is one replica, or where the strategy averages them itself."""
         return 0
+
+    def serve(self) -> None:
+        """Serve the job until training is over on a task that runs no model.fit
+        (parameter_server's ps and workers); returns at once where every task trains."""
+
+    def chief_finished(self) -> bool:
+        """Non-blocking: whether the chief has come and gone, the end for a task that does not
+        train (parameter_server's ps, workers and evaluator). False where the engine does not
+        watch the chief: every task trains beside it, and none outlives it to ask."""
+        return False
 
     def explain_failure(self, error: BaseException) -> Optional[str]:
         """A one-paragraph explanation when `error` means a peer task was lost, else None."""

@@ -9,7 +9,7 @@ import re
 import signal
 import socket
 import time
-from typing import Any, Optional
+from typing import Optional
 
 import tensorflow as tf
 import tf_keras
@@ -17,7 +17,8 @@ from tensorflow.python.eager import context  # the coordination service's key-va
 
 from tfdist.cluster import check_port_free
 from tfdist.cluster.tf_config import ordered_tasks
-from tfdist.distribute.defaults import DEFAULT_BYTES_PER_PACK, DEFAULT_COLLECTIVE_TIMEOUT
+from tfdist.distribute.defaults import (COLLECTIVES, DEFAULT_BYTES_PER_PACK,
+                                        DEFAULT_COLLECTIVE_TIMEOUT)
 from tfdist.distribute import layer_statistics
 from tfdist.distribute.engine import Capabilities, Engine, LateInitError
 from tfdist.errors import ConfigError, TfdistError
@@ -30,7 +31,6 @@ _IMPLEMENTATIONS = {
     "ring": tf.distribute.experimental.CommunicationImplementation.RING,
     "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
 }
-COLLECTIVES = ("auto", "ring", "nccl")
 
 
 def collective_for(requested: str, uses_gpus: bool) -> str:
@@ -50,8 +50,8 @@ class DefaultEngine(Engine):
 
     name = "default"
 
-    def __init__(self, cluster, roles, **options):
-        super().__init__(cluster, roles, **options)
+    def __init__(self, cluster, roles):
+        super().__init__(cluster, roles)
         self.strategy = tf.distribute.get_strategy()
 
     def distribute_dataset(self, dataset_fn):
@@ -63,8 +63,8 @@ class MirroredEngine(Engine):
 
     name = "mirrored"
 
-    def __init__(self, cluster, roles, cpu_devices: int = 0, **options):
-        super().__init__(cluster, roles, **options)
+    def __init__(self, cluster, roles, cpu_devices: int = 0):
+        super().__init__(cluster, roles)
         devices = None
         if cpu_devices > 1:
             devices = _logical_cpus(cpu_devices)
@@ -77,8 +77,8 @@ class MirroredEngine(Engine):
 class OneDeviceEngine(Engine):
     name = "one_device"
 
-    def __init__(self, cluster, roles, **options):
-        super().__init__(cluster, roles, **options)
+    def __init__(self, cluster, roles):
+        super().__init__(cluster, roles)
         device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
         self.strategy = tf.distribute.OneDeviceStrategy(device)
 
@@ -86,8 +86,8 @@ class OneDeviceEngine(Engine):
 class CentralStorageEngine(Engine):
     name = "central_storage"
 
-    def __init__(self, cluster, roles, **options):
-        super().__init__(cluster, roles, **options)
+    def __init__(self, cluster, roles):
+        super().__init__(cluster, roles)
         self.strategy = tf.distribute.experimental.CentralStorageStrategy()
 
 
@@ -179,9 +179,8 @@ class MultiWorkerEngine(_ClusterEngine):
                  roles,
                  collective: str = "auto",
                  bytes_per_pack: int = DEFAULT_BYTES_PER_PACK,
-                 collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT,
-                 **options):
-        super().__init__(cluster, roles, **options)
+                 collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT):
+        super().__init__(cluster, roles)
         # The GPUs left visible by tfdist.distribute.devices are the ones this worker trains on.
         self.collective = collective_for(collective, bool(tf.config.get_visible_devices("GPU")))
         log.info("multi_worker: gradients all-reduced with %s (--collective=%s)",
@@ -251,10 +250,10 @@ class ParameterServerEngine(_ClusterEngine):
     """Asynchronous training: the chief runs model.fit, ps and worker tasks serve."""
 
     name = "parameter_server"
-    capabilities = Capabilities(batch_callbacks=False, exact_resume=False)
+    capabilities = Capabilities(batch_callbacks=False, exact_resume=False, replica_statistics=False)
 
-    def __init__(self, cluster, roles, chief_timeout: float = 600.0, **options):
-        super().__init__(cluster, roles, **options)
+    def __init__(self, cluster, roles, chief_timeout: float = 600.0):
+        super().__init__(cluster, roles)
         _export_tf_config(roles)
         check_port_free(roles.port, cluster.host, cluster.rank)
         self.chief_timeout = chief_timeout
@@ -362,8 +361,8 @@ def _logical_cpus(n: int) -> list[str]:
     return [f"/cpu:{i}" for i in range(n)]
 
 
-def single_task_engine(cluster, roles, **options: Any) -> Engine:
+def single_task_engine() -> type[Engine]:
     """auto in one task: all its GPUs when there are several, else the default strategy."""
     if len(tf.config.get_visible_devices("GPU")) > 1:
-        return MirroredEngine(cluster, roles, **options)
-    return DefaultEngine(cluster, roles, **options)
+        return MirroredEngine
+    return DefaultEngine

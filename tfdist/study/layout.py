@@ -13,17 +13,7 @@ from collections.abc import Mapping
 from typing import Optional, Union
 
 from tfdist.cluster.errors import ClusterError
-from tfdist.cluster.hostlist import expand_hosts, expand_tasks_per_node
-
-
-@dataclasses.dataclass(frozen=True)
-class Allocation:
-    """The Slurm allocation a study runs in (read in the batch script, outside any srun step)."""
-
-    job_id: str
-    nodes: int
-    tasks_per_node: int  # the fewest any node has: every node can hold this many
-    cpus_per_task: Optional[int] = None
+from tfdist.cluster.slurm import Allocation, in_step, read_allocation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,32 +35,14 @@ class Step:
 
 
 def allocation_from_env(environ: Mapping[str, str]) -> Optional[Allocation]:
-    """The allocation of the batch script we run in, or None outside Slurm."""
-    job_id = environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")
-    if not job_id:
-        return None
-    if environ.get("SLURM_STEP_ID") or environ.get("SLURM_STEPID"):
+    """The allocation of the batch script we run in (tfdist.cluster.slurm), or None outside
+    Slurm."""
+    if in_step(environ):
         raise ClusterError(
             "tfdist scale runs in an srun step (SLURM_STEP_ID is set), but it starts one srun "
             "step per size itself: run it in the batch script without srun (jobs/scale.sbatch "
             "does).")
-    nodelist = environ.get("SLURM_JOB_NODELIST") or environ.get("SLURM_NODELIST") or ""
-    if environ.get("SLURM_JOB_NUM_NODES", "").isdigit():
-        nodes = int(environ["SLURM_JOB_NUM_NODES"])
-    elif nodelist:
-        nodes = len(expand_hosts(nodelist, source="SLURM_JOB_NODELIST"))
-    else:
-        raise ClusterError(f"Slurm job {job_id} sets neither SLURM_JOB_NUM_NODES nor "
-                           "SLURM_JOB_NODELIST: cannot tell how many nodes it has.")
-    if environ.get("SLURM_NTASKS_PER_NODE", "").isdigit():
-        per_node = int(environ["SLURM_NTASKS_PER_NODE"])
-    elif environ.get("SLURM_TASKS_PER_NODE"):
-        per_node = min(
-            expand_tasks_per_node(environ["SLURM_TASKS_PER_NODE"], source="SLURM_TASKS_PER_NODE"))
-    else:
-        per_node = 1
-    cpus = environ.get("SLURM_CPUS_PER_TASK", "")
-    return Allocation(job_id, nodes, per_node, int(cpus) if cpus.isdigit() else None)
+    return read_allocation(environ)
 
 
 def tasks_for(strategy: str, size: int, num_ps: int = 1) -> int:

@@ -25,8 +25,6 @@ from tfdist.runtime import scale_lr
 from tfdist.study.layout import Allocation, Step, plan_steps, srun_command
 
 SCALINGS = ("weak", "strong")
-# Placeholders a user's COMMAND may contain; each size replaces them with its values.
-PLACEHOLDERS = ("{run_dir}", "{batch_size}", "{lr}", "{lr_scaling}", "{steps}", "{epochs}")
 
 
 @dataclasses.dataclass
@@ -117,6 +115,7 @@ def plan_runs(cfg: ScaleConfig,
             lr = effective_lr = scale_lr(cfg.lr, strong_total / cfg.batch_size, cfg.lr_scaling)
             rule = "none"
         run_dir = os.path.join(os.path.abspath(cfg.output), f"size-{size}")
+        # The placeholders a user's COMMAND may contain, with this size's values.
         values = {
             "{run_dir}": run_dir,
             "{batch_size}": str(batch),

@@ -6,11 +6,13 @@ own (Horovod: broadcast the first weights, average the metrics before anything r
 throughput meter (it adds samples/s and the input wait to the epoch's logs), the
 checkpoint, TensorBoard, the epoch line, metrics.json, and last the preemption handler (it ends
 fit by raising Preempted once the others are done). What an engine cannot do (batch-level
-callbacks under parameter_server, a collective save) is asked of its capabilities, not its name.
+callbacks under parameter_server, a collective save, layer statistics per replica) is asked of
+its capabilities, not its name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from typing import Any, Callable, Optional
@@ -19,6 +21,7 @@ import tf_keras
 
 from tfdist.cluster.slurm import requeue_wanted
 from tfdist.keras_compat import adapter
+from tfdist.options import check_options
 from tfdist.train.checkpoint import TrainingCheckpoint, make_checkpoint
 from tfdist.train.preemption import PreemptionHandler, StepPreemptionHandler, catch_signals
 from tfdist.train.progress import EpochLine
@@ -163,51 +166,85 @@ def make_watchdog(engine, model_dir: Optional[str], timeout: Optional[float],
                     report=lambda summary: end_after_failure(directory, summary, requeue))
 
 
+@dataclasses.dataclass(frozen=True)
+class CallbackOptions:
+    """The options of `rt.callbacks(model_dir, **options)` and training_callbacks; any other name
+    is a ConfigError naming it.
+
+    batch_size: per replica; only for the checkpoint's identity and metrics.json (the meter counts
+        the samples).
+    checkpoint_steps: with model_dir, a checkpoint every this many steps too (0: at epoch ends
+        only; parameter_server checkpoints at epoch ends only).
+    requeue: on preemption, `scontrol requeue` the job: True, False, or None for
+        $TFDIST_REQUEUE=1 (which the jobs/ scripts export; off otherwise).
+    meter: the throughput meter (samples/s and input wait in each epoch's logs).
+    tensorboard: with model_dir, TensorBoard logs in MODEL_DIR/logs (the chief).
+    preemption: with model_dir, SIGTERM/SIGUSR1 end fit with an agreed stop, a checkpoint and
+        exit 75.
+    progress: log one line per epoch (the chief).
+    identity: more that must match to resume (e.g. model="cnn").
+    facts: more for metrics.json.
+    watchdog_timeout: seconds without a completed step before the job ends naming the stuck
+        rank(s) (tfdist.train.watchdog); None: $TFDIST_WATCHDOG_TIMEOUT, else auto; 0: off.
+    input_batches: the batches this task's pipeline delivered (rt.dataset counts them).
+    element_spec: the batches' element spec (rt.dataset records it): builds a Keras 3 model that
+        fit has not built before the checkpoint is restored.
+    """
+
+    batch_size: Optional[int] = None
+    checkpoint_steps: int = 0
+    requeue: Optional[bool] = None
+    meter: bool = True
+    tensorboard: bool = True
+    preemption: bool = True
+    progress: bool = False
+    identity: Optional[dict[str, Any]] = None
+    facts: Optional[dict[str, Any]] = None
+    watchdog_timeout: Any = None
+    input_batches: Optional[Callable[[], Optional[int]]] = None
+    element_spec: Optional[Callable[[], Any]] = None
+
+    @classmethod
+    def of(cls, **options: Any) -> CallbackOptions:
+        """The options given by name, the others at their defaults."""
+        return cls().replace(**options)
+
+    def replace(self, **options: Any) -> CallbackOptions:
+        """These options with those given by name; an unknown name is a ConfigError naming it."""
+        check_options(options, [f.name for f in dataclasses.fields(self)], "rt.callbacks")
+        return dataclasses.replace(self, **options)
+
+
 def training_callbacks(engine,
                        model_dir: Optional[str] = None,
-                       batch_size: Optional[int] = None,
-                       checkpoint_steps: int = 0,
-                       requeue: Optional[bool] = None,
-                       meter: bool = True,
-                       tensorboard: bool = True,
-                       preemption: bool = True,
-                       progress: bool = False,
-                       identity: Optional[dict[str, Any]] = None,
-                       facts: Optional[dict[str, Any]] = None,
-                       watchdog_timeout: Any = None,
-                       input_batches: Optional[Callable[[], Optional[int]]] = None,
-                       element_spec: Optional[Callable[[], Any]] = None) -> TrainingCallbacks:
+                       options: Optional[CallbackOptions] = None,
+                       **keywords: Any) -> TrainingCallbacks:
     """The callbacks of this task's model.fit (every training task needs the same list).
 
     model_dir: checkpoints (every epoch, and every `checkpoint_steps` steps), resume, preemption
-    (SIGTERM/SIGUSR1: agreed stop, checkpoint, exit 75; `scontrol requeue` when `requeue` is
-    True, or when it is None and $TFDIST_REQUEUE=1, which the jobs/ scripts export: off
-    otherwise), TensorBoard logs and metrics.json, all written by the chief; and each rank's
-    progress record (MODEL_DIR/progress/rank-N.json, the watchdog's).
-    batch_size: per replica; only for the checkpoint's identity and metrics.json (the meter counts
-    the samples). identity: more that must match to resume (e.g. model="cnn"). facts: more for
-    metrics.json. progress: log one line per epoch (the chief).
-    watchdog_timeout: seconds without a completed step before the job ends naming the stuck
-    rank(s) (tfdist.train.watchdog); None: $TFDIST_WATCHDOG_TIMEOUT, else auto; 0: off.
-    input_batches: the batches this task's pipeline delivered (rt.dataset counts them).
-    element_spec: the batches' element spec (rt.dataset records it): builds a Keras 3 model that
-    fit has not built before the checkpoint is restored.
+    (agreed stop, checkpoint, exit 75, requeue), TensorBoard logs and metrics.json, all written by
+    the chief; and each rank's progress record (MODEL_DIR/progress/rank-N.json, the watchdog's).
+    options: a CallbackOptions, or its fields as keywords (batch_size, checkpoint_steps, requeue,
+    meter, tensorboard, preemption, progress, identity, facts, watchdog_timeout, input_batches,
+    element_spec).
     """
-    if model_dir and preemption:
+    o = (options or CallbackOptions()).replace(**keywords)
+    if model_dir and o.preemption:
         catch_signals()  # as early as the script lets us
     caps, chief = engine.capabilities, engine.is_chief
+    batch_size, checkpoint_steps, requeue = o.batch_size, o.checkpoint_steps, o.requeue
     global_batch = batch_size * max(1, engine.num_replicas_in_sync) if batch_size else None
     cbs = TrainingCallbacks()
-    timeout = timeout_setting(watchdog_timeout)
+    timeout = timeout_setting(o.watchdog_timeout)
     if timeout != 0.0 and engine.roles.trains:
-        cbs.watchdog = make_watchdog(engine, model_dir, timeout, requeue, input_batches)
+        cbs.watchdog = make_watchdog(engine, model_dir, timeout, requeue, o.input_batches)
         cbs.append(WatchdogCallback(cbs.watchdog))  # first: the others' work gets its grace
     cbs.extend(engine.callbacks())
     statistics = None
-    if engine.roles.trains and engine.name != "parameter_server":
+    if engine.roles.trains and caps.replica_statistics:
         statistics = _LayerStatistics(engine)  # before the epoch-end checkpoint
         cbs.append(statistics)
-    if meter:
+    if o.meter:
         cbs.meter = ThroughputMeter(global_batch, warn=chief, gather=engine.gather_floats)
         cbs.append(cbs.meter)
     if model_dir:
@@ -217,22 +254,22 @@ def training_callbacks(engine,
             checkpoint_steps = 0
         cbs.checkpoint = make_checkpoint(model_dir,
                                          chief,
-                                         resume_identity(engine, batch_size, identity),
+                                         resume_identity(engine, batch_size, o.identity),
                                          checkpoint_steps,
                                          collective=caps.collective_checkpoint,
-                                         element_spec=element_spec)
+                                         element_spec=o.element_spec)
         if statistics is not None:
             cbs.checkpoint.before_write = statistics.average
         cbs.append(cbs.checkpoint)
-        if tensorboard and chief:
+        if o.tensorboard and chief:
             cbs.append(_TensorBoard(os.path.join(model_dir, "logs")))
         requeue = requeue_wanted() if requeue is None else requeue
-        if preemption and caps.batch_callbacks:
+        if o.preemption and caps.batch_callbacks:
             several = engine.world_size > 1
             cbs.preemption = StepPreemptionHandler(engine, cbs.checkpoint, requeue, several)
-        elif preemption:
+        elif o.preemption:
             cbs.preemption = PreemptionHandler(engine, cbs.checkpoint, requeue)
-    if progress and chief:
+    if o.progress and chief:
         cbs.append(EpochLine())
     run = dict(strategy=engine.name,
                environment=engine.cluster.environment,
@@ -242,7 +279,7 @@ def training_callbacks(engine,
                global_batch_size=global_batch,
                per_replica_batch_size=batch_size)
     path = metrics_path(model_dir) if model_dir and chief else None
-    cbs.summary = RunSummary(path, dict(run, **(facts or {})), cbs.meter, cbs.checkpoint,
+    cbs.summary = RunSummary(path, dict(run, **(o.facts or {})), cbs.meter, cbs.checkpoint,
                              cbs.preemption)
     cbs.append(cbs.summary)
     if cbs.preemption is not None:
