@@ -27,13 +27,13 @@ from tfdist.cluster import horovodrun
 from tfdist.cluster.mpi import ENVIRONMENTS as MPI_LAUNCHERS
 from tfdist.distribute import horovod_rendezvous as rendezvous
 from tfdist.distribute import layer_statistics
+from tfdist.distribute.defaults import COMPRESSIONS
 from tfdist.distribute.engine import Engine
 from tfdist.distribute.horovod_setup import HorovodSetupError, import_horovod_keras
 from tfdist.errors import ConfigError
 
 log = logging.getLogger("tfdist")
 
-COMPRESSIONS = ("none", "fp16")
 MPI_ENVIRONMENTS = frozenset(env.name for env in MPI_LAUNCHERS)
 # Horovod needs its rendezvous after hvd.init() only to add process sets later, or to re-form the
 # rings of an elastic job (measured: docs/security.md).
@@ -64,9 +64,8 @@ class HorovodEngine(Engine):
                  cluster,
                  roles,
                  compression: str = "none",
-                 backward_passes_per_step: int = 1,
-                 **options):
-        super().__init__(cluster, roles, **options)
+                 backward_passes_per_step: int = 1):
+        super().__init__(cluster, roles)
         self._rendezvous: Optional[rendezvous.RendezvousService] = None  # rank 0's, while open
         self.hvd = self._init_horovod(os.environ)
         self.compression = compression

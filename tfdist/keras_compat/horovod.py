@@ -34,7 +34,7 @@ from tfdist.keras_compat import keras3_loaded
 from tfdist.keras_compat.known_sources import known, unknown
 from tfdist.keras_compat.modules import LOSS_SCALE
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tfdist")
 
 _MARK = "_tfdist_horovod"
 # The corrected LossScaleOptimizer.apply decides on the gradients it is given and hands the same

@@ -40,7 +40,7 @@ from typing import Iterator
 from tfdist import import_hooks
 from tfdist.tf_environ import legacy_keras
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("tfdist")
 
 # Horovod 0.28's modules that bind `keras` when executed, in the order a reload must follow
 # (each after the modules it takes names from).
