@@ -49,8 +49,10 @@ def test_callbacks_and_resume_default_to_rt_model_dir(monkeypatch):
     from tfdist.train import callbacks, checkpoint
 
     seen = []
-    monkeypatch.setattr(callbacks, "training_callbacks",
-                        lambda engine, model_dir, **options: seen.append(model_dir) or [])
+    monkeypatch.setattr(
+        callbacks,
+        "training_callbacks",
+        lambda engine, model_dir, options=None, **keywords: seen.append(model_dir) or [])
     monkeypatch.setattr(callbacks, "resume_identity", lambda engine, batch, identity: None)
     monkeypatch.setattr(checkpoint, "resume_point",
                         lambda model_dir, identity: seen.append(model_dir))
