@@ -16,16 +16,25 @@ pytestmark = pytest.mark.slow
 PRINT = ('print(f"script: rank {rt.rank} of {rt.world_size}, strategy {rt.strategy_name}, '
          'model dir {rt.model_dir}", flush=True)\n')
 
+# Each rank's exit held until both ranks' scripts have ended (a file each in a directory), so
+# that launch, which stops the others once one rank fails, does not stop a rank before its script
+# has said what it says. An event, not a time: 300 s is only the cap of a broken run.
+_HOLD = (
+    '"$@"; status=$?; touch "$HOLD_DIR/$TFDIST_LAUNCH_RANK"; '
+    'for _ in $(seq 3000); do [ "$(ls "$HOLD_DIR" | wc -l)" -ge 2 ] && break; sleep 0.1; done; '
+    'exit $status')
 
-def launch(tmp_path, script: str, *launch_flags: str, env=None, linger: float = 0):
-    """`tfdist launch -n 2 [flags] -- python script.py`. `linger`: each rank's exit is held that
-    long after the script ends, so that launch (which stops the others once one rank fails) does
-    not stop a rank before its script has said what it says."""
+
+def launch(tmp_path, script: str, *launch_flags: str, env=None, hold: bool = False):
+    """`tfdist launch -n 2 [flags] -- python script.py`; `hold`: every rank's script runs to its
+    end (_HOLD)."""
     path = tmp_path / "script.py"
     path.write_text(script)
     command = [PYTHON, path]
-    if linger:
-        command = ["bash", "-c", f'"$@"; status=$?; sleep {linger:g}; exit $status', "-", *command]
+    if hold:
+        (tmp_path / "ended").mkdir()
+        env = dict(env or {}, HOLD_DIR=tmp_path / "ended")
+        command = ["bash", "-c", _HOLD, "-", *command]
     return run([TFDIST, "launch", "-n", "2", *launch_flags, "--", *command], env=env, cwd=tmp_path)
 
 
@@ -51,7 +60,7 @@ def test_a_script_asking_for_another_strategy_stops_on_every_rank(tmp_path, aske
     r = launch(tmp_path,
                f"import tfdist\nrt = tfdist.init(strategy={asked!r})\n" + PRINT,
                "--strategy=horovod",
-               linger=5)
+               hold=True)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "script: " not in r.stdout
     for rank in (0, 1):
@@ -66,7 +75,7 @@ def test_another_num_ps_than_launchs_stops_on_every_rank(tmp_path):
                "import tfdist\nrt = tfdist.init(num_ps=2)\n" + PRINT,
                "--strategy=parameter_server",
                "--num_ps=1",
-               linger=5)
+               hold=True)
     assert r.returncode == 1, r.stdout + r.stderr
     for rank in (0, 1):
         assert (f"[{rank}] tfdist.cluster.errors.ClusterError: tfdist launch runs this job with "
@@ -77,7 +86,7 @@ def test_a_run_directory_other_than_model_dirs_stops_on_every_rank(tmp_path):
     r = launch(tmp_path,
                "import tfdist\nrt = tfdist.init(model_dir='runs/other')\n" + PRINT,
                env={"MODEL_DIR": tmp_path / "runs" / "exp1"},
-               linger=5)
+               hold=True)
     assert r.returncode == 1, r.stdout + r.stderr
     for rank in (0, 1):
         assert (f"[{rank}] tfdist.errors.ConfigError: tfdist.init(model_dir='runs/other'), but "
