@@ -69,16 +69,19 @@ def test_a_script_with_only_init_trains_under_horovod_sbatch_in_its_model_dir(sl
 def test_a_script_asking_for_another_strategy_fails_on_every_task(slurm, jobdir, asked):
     script = jobdir / "other.py"
     script.write_text(f"import tfdist\nrt = tfdist.init(strategy={asked!r})\nprint('trained')\n")
-    # Each task's exit is held 5 s after its script ends, so that srun --kill-on-bad-exit (which
-    # ends the step when one task fails) cannot end a task before its script has failed.
+    # Each task's exit is held until both tasks' scripts have ended (a file each in the shared job
+    # directory), so that srun --kill-on-bad-exit (which ends the step when one task fails)
+    # cannot end a task before its script has failed. 300 s is only the cap of a broken run.
+    ended = jobdir / "ended"
+    ended.mkdir()
     job = run(slurm,
               jobdir,
               "horovod.sbatch",
               "runs/other",
               "--",
               "bash",
-              "-c",
-              '"$@"; status=$?; sleep 5; exit $status',
+              "-c", f'"$@"; status=$?; touch {ended}/$SLURM_PROCID; for _ in $(seq 3000); do '
+              f'[ "$(ls {ended} | wc -l)" -ge 2 ] && break; sleep 0.1; done; exit $status',
               "-",
               PYTHON,
               str(script),
