@@ -2,9 +2,9 @@
 
     import tensorflow as tf
     import tfdist                      # anywhere: tf.keras stays the Keras TensorFlow makes it
-    rt = tfdist.init(strategy="multi_worker")
+    rt = tfdist.init(strategy="multi_worker")  # its strategy now the program's default
     start = rt.resume("runs/exp1")     # where a preempted run stopped (nothing: epoch 0)
-    with rt.scope():
+    with rt.scope():                   # optional: what is built after init() is under it anyway
         model = build_model()
         model.compile(optimizer=rt.optimizer(tf.keras.optimizers.SGD(rt.scale_lr(0.1))), ...)
     model.fit(rt.dataset(input_fn, skip_steps=start.steps_done), epochs=10, steps_per_epoch=...,
@@ -100,7 +100,8 @@ class Runtime:
         return self.engine.world_size
 
     def scope(self) -> contextlib.AbstractContextManager:
-        """The strategy's scope: build and compile the model inside it."""
+        """The strategy's scope. Optional after tfdist.init(), which makes the strategy the
+        program's default (tfdist.default_strategy); entering it again changes nothing."""
         return self.engine.scope()
 
     def global_batch_size(self, per_replica: int) -> int:
@@ -208,10 +209,18 @@ def init(strategy: str = "auto",
     Before the engine exists, TensorFlow is made to see only this task's GPUs (`task_gpus`: auto
     is what the strategy needs, e.g. one per task by local rank under horovod; or one, share, all,
     none), with memory growth unless `gpu_memory_growth=False`.
+
+    In a training task the engine's strategy becomes the program's default (of the calling
+    thread; tfdist.default_strategy): the model, optimizer and metrics built after init() live
+    under it without `with rt.scope()`. Horovod's and one device's strategy is TensorFlow's own
+    default: nothing changes there. A model built before init() is refused by its fit where it
+    would train alone (tfdist.keras_compat.strategy_guard).
     """
+    from tfdist import default_strategy
     from tfdist.distribute.devices import pin_gpus
     from tfdist.distribute.horovod_setup import launcher_local_rank
 
+    default_strategy.clear()  # an earlier init()'s, before this engine is made
     cluster = detect()
     quiet_other_tasks(cluster.rank)
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
@@ -229,7 +238,8 @@ def init(strategy: str = "auto",
     runtime = Runtime(cluster, roles, engine, lr_scaling=lr_scaling, gpus=plan)
     _explain_uncaught_failures(engine)
     if roles.trains:
-        _guard_fit(engine)
+        _guard_fit(engine)  # before the default changes: it asks what TensorFlow's own is
+        default_strategy.make_default(engine.strategy)
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
         engine.serve()  # parameter_server's ps and worker tasks
         log.info("%s %s done: the chief has finished.", roles.task_type, roles.task_index)

@@ -2,10 +2,15 @@
 
 A Keras model keeps the distribution strategy in scope when it was made (tf-keras's
 `_distribution_strategy`, Keras 3's `_distribute_strategy`: None outside any strategy), and its
-`fit` trains under that one. A model made before `tfdist.init()`, or outside the engine's strategy,
-trains alone on each worker: N processes, N different models, and nothing says so. After `expect`
-(tfdist.init, for engines whose strategy holds the model: several replicas or tasks), `fit` of
-both Kerases refuses such a model with the fix; elsewhere Keras's own `fit` runs unchanged.
+`fit` trains under that one. `tfdist.init()` makes the engine's strategy the program's default
+(tfdist.default_strategy), so a model made after it is under it. One made before `tfdist.init()`
+(or in another thread outside `rt.scope()`) trains alone on each worker: N processes, N different
+models, and nothing says so. After `expect` (tfdist.init, for engines whose strategy holds the
+model: several replicas or tasks), both Kerases refuse such a model with the fix: its `fit`
+always, its `compile` where it runs under the engine's strategy (tf-keras would stop there with
+its own "not created in the distribution strategy scope"; Keras 3 would compile a model half
+under it). Elsewhere Keras's own `fit` and `compile` run unchanged, e.g. tfdist's own plain
+copies, compiled outside the strategy (tfdist.default_strategy.outside).
 """
 
 from __future__ import annotations
@@ -52,19 +57,29 @@ def check(model) -> None:
     raise ModelOutsideStrategy(
         f"{type(model).__name__} was made {where}, not in tfdist's ({_expected['what']}): "
         "its fit would train an independent copy in every task, on one device. Fix: make and "
-        "compile the model after `rt = tfdist.init()`, inside `with rt.scope():`.")
+        "compile the model after `rt = tfdist.init()`, which makes its strategy the default (in "
+        "the thread that called it; elsewhere inside `with rt.scope():`).")
 
 
 def _guard(module, cls_name: str) -> None:
     cls = getattr(module, cls_name)
     if getattr(cls.fit, _MARK, False):
         return
-    keras_fit = cls.fit
+    keras_fit, keras_compile = cls.fit, cls.compile
 
     @functools.wraps(keras_fit)
     def fit(self, *args, **kwargs):
         check(self)
         return keras_fit(self, *args, **kwargs)
 
+    @functools.wraps(keras_compile)
+    def compile(self, *args, **kwargs):
+        if _expected.get("strategy") is not None:
+            import tensorflow as tf
+
+            if tf.distribute.get_strategy() is _expected["strategy"]:
+                check(self)
+        return keras_compile(self, *args, **kwargs)
+
     setattr(fit, _MARK, True)
-    cls.fit = fit
+    cls.fit, cls.compile = fit, compile
