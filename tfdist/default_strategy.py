@@ -9,6 +9,12 @@ TensorFlow's own default strategy (Horovod's, one device's) is left as it is.
 TensorFlow keeps the default per thread: the thread that called tfdist.init() (a script's main
 thread) builds under it, other threads do not.
 
+A script that makes its own strategy after tfdist.init() (TensorFlow's tutorials do, e.g. a
+ParameterServerStrategy over the TF_CONFIG tfdist exported) uses that one: entering its scope
+first clears tfdist's default, which TensorFlow would otherwise refuse to mix with it ("Mixing
+different tf.distribute.Strategy objects"). Whether a model made there may train is the fit
+guard's question (tfdist.keras_compat.strategy_guard).
+
 Under MultiWorkerMirrored every variable made under the strategy is made by a collective (the
 chief broadcasts its initial value), so a variable that only some tasks make, or make in another
 order, hangs the job or mixes up the collectives ("Collective instance ... expected type").
@@ -22,10 +28,15 @@ TensorFlow imported inside the functions: `import tfdist` stays cheap.
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 
 from tfdist.errors import ConfigError
 
+log = logging.getLogger("tfdist")
+
 _set: list = []  # the strategy tfdist.init() made the default, if any
+_MARK = "_tfdist_steps_aside"
 
 
 def make_default(strategy) -> None:
@@ -43,6 +54,7 @@ def make_default(strategy) -> None:
             "scope()`: it makes its own strategy the program's default, which TensorFlow refuses "
             "inside another scope. Fix: call tfdist.init() outside any strategy scope, right "
             "after the imports.")
+    _step_aside_for_own_strategies()
     tf.distribute.experimental_set_strategy(strategy)
     _set.append(strategy)
 
@@ -73,6 +85,34 @@ def outside():
         yield
     finally:
         tf.distribute.experimental_set_strategy(strategy)
+
+
+def _step_aside_for_own_strategies() -> None:
+    """Wrap tf.distribute.Strategy.scope (once): the scope of a strategy the script made itself
+    clears tfdist's default first (of this thread, where it is the default)."""
+    from tensorflow.python.distribute import distribute_lib
+
+    base = distribute_lib.StrategyBase
+    if getattr(base.scope, _MARK, False):
+        return
+    tf_scope = base.scope
+
+    @functools.wraps(tf_scope)
+    def scope(self):
+        ours = _set[-1] if _set else None
+        if (ours is not None and self is not ours and _global_scope() is not None
+                and distribute_lib.get_strategy() is ours
+                and self is not distribute_lib._get_default_strategy()):
+            log.info(
+                "the script entered the scope of its own %s: tfdist's %s is no longer the "
+                "program's default strategy.",
+                type(self).__name__,
+                type(ours).__name__)
+            clear()
+        return tf_scope(self)
+
+    setattr(scope, _MARK, True)
+    base.scope = scope
 
 
 def _global_scope():

@@ -5,12 +5,15 @@ A Keras model keeps the distribution strategy in scope when it was made (tf-kera
 `fit` trains under that one. `tfdist.init()` makes the engine's strategy the program's default
 (tfdist.default_strategy), so a model made after it is under it. One made before `tfdist.init()`
 (or in another thread outside `rt.scope()`) trains alone on each worker: N processes, N different
-models, and nothing says so. After `expect` (tfdist.init, for engines whose strategy holds the
-model: several replicas or tasks), both Kerases refuse such a model with the fix: its `fit`
-always, its `compile` where it runs under the engine's strategy (tf-keras would stop there with
-its own "not created in the distribution strategy scope"; Keras 3 would compile a model half
-under it). Elsewhere Keras's own `fit` and `compile` run unchanged, e.g. tfdist's own plain
-copies, compiled outside the strategy (tfdist.default_strategy.outside).
+models, and nothing says so; so does one made under a strategy of the script's own that is not
+over several tasks (a MirroredStrategy of each task's GPUs), while one over them (TensorFlow's
+tutorials' MultiWorkerMirrored or ParameterServer strategy, on the TF_CONFIG tfdist exported)
+trains one model. After `expect` (tfdist.init, for engines whose strategy holds the model:
+several replicas or tasks), both Kerases refuse such a model with the fix: its `fit` always, its
+`compile` where it runs under the engine's strategy (tf-keras would stop there with its own "not
+created in the distribution strategy scope"; Keras 3 would compile a model half under it).
+Elsewhere Keras's own `fit` and `compile` run unchanged, e.g. tfdist's own plain copies,
+compiled outside the strategy (tfdist.default_strategy.outside).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def check(model) -> None:
     from tfdist.keras_compat import adapter
 
     made_under = adapter(model).strategy_at_build(model)
-    if made_under is strategy:
+    if made_under is strategy or _over_several_tasks(made_under):
         return
     where = ("outside any distribution strategy"
              if made_under is None else f"under another strategy ({type(made_under).__name__})")
@@ -59,6 +62,20 @@ def check(model) -> None:
         "its fit would train an independent copy in every task, on one device. Fix: make and "
         "compile the model after `rt = tfdist.init()`, which makes its strategy the default (in "
         "the thread that called it; elsewhere inside `with rt.scope():`).")
+
+
+def _over_several_tasks(strategy) -> bool:
+    """Whether `strategy` is a strategy of the script's own over several tasks (e.g. the
+    ParameterServerStrategy of TensorFlow's tutorial, over the TF_CONFIG tfdist exported): it
+    trains one model over them, as tfdist's would."""
+    # ParameterServerStrategy keeps its resolver on itself, where the public property (which
+    # reads the strategy's `extended`) does not look (TensorFlow 2.16 to 2.21).
+    resolver = (getattr(strategy, "cluster_resolver", None)
+                or getattr(strategy, "_cluster_resolver", None))
+    if resolver is None:
+        return False
+    jobs = resolver.cluster_spec().as_dict()
+    return sum(len(tasks) for job, tasks in jobs.items() if job != "evaluator") > 1
 
 
 def _guard(module, cls_name: str) -> None:
