@@ -2,9 +2,9 @@
 
     import tensorflow as tf
     import tfdist                      # anywhere: tf.keras stays the Keras TensorFlow makes it
-    rt = tfdist.init(strategy="multi_worker")
+    rt = tfdist.init(strategy="multi_worker")  # its strategy now the program's default
     start = rt.resume("runs/exp1")     # where a preempted run stopped (nothing: epoch 0)
-    with rt.scope():
+    with rt.scope():                   # optional: what is built after init() is under it anyway
         model = build_model()
         model.compile(optimizer=rt.optimizer(tf.keras.optimizers.SGD(rt.scale_lr(0.1))), ...)
     model.fit(rt.dataset(input_fn, skip_steps=start.steps_done), epochs=10, steps_per_epoch=...,
@@ -109,7 +109,9 @@ class Runtime:
         return self.engine.world_size
 
     def scope(self) -> contextlib.AbstractContextManager:
-        """The strategy's scope: build and compile the model inside it."""
+        """The strategy's scope. Optional after tfdist.init(), which makes the strategy the
+        program's default (tfdist.distribute.default_strategy); entering it again changes
+        nothing."""
         return self.engine.scope()
 
     def global_batch_size(self, per_replica: int) -> int:
@@ -237,17 +239,24 @@ def init(strategy: str = "auto",
     Before the engine exists, TensorFlow is made to see only this task's GPUs (`task_gpus`: auto
     is what the strategy needs, e.g. one per task by local rank under horovod; or one, share, all,
     none), with memory growth unless `gpu_memory_growth=False`.
-
     `engine_options` are those of the strategy's engine: mirrored `cpu_devices`; multi_worker
     `collective`, `bytes_per_pack`, `collective_timeout`; horovod `compression`,
     `backward_passes_per_step` (the flags of the same names say what each does); parameter_server
     `chief_timeout` (seconds its ps and workers wait for the chief to come up); auto any of them,
     each used by the engine auto becomes. Another name is a ConfigError naming it.
+
+    In a training task the engine's strategy becomes the program's default (of the calling
+    thread; tfdist.distribute.default_strategy): the model, optimizer and metrics built after
+    init() live under it without `with rt.scope()`. Horovod's and one device's strategy is
+    TensorFlow's own default: nothing changes there. A model built before init() is refused by
+    its fit where it would train alone (tfdist.keras_compat.strategy_guard).
     """
     import tfdist
+    from tfdist.distribute import default_strategy
     from tfdist.distribute.devices import pin_gpus
 
     tfdist._set_up_process()  # done at `import tfdist`, unless tfdist.cluster came first
+    default_strategy.clear()  # an earlier init()'s, before this engine is made
     model_dir, model_dir_from = _run_directory(model_dir, os.environ)
     cluster = detect()
     quiet_other_tasks(cluster.rank)
@@ -268,7 +277,8 @@ def init(strategy: str = "auto",
         log.info("model dir %s (%s)", model_dir, model_dir_from)
     _explain_uncaught_failures(engine)
     if roles.trains:
-        _guard_fit(engine)
+        _guard_fit(engine)  # before the default changes: it asks what TensorFlow's own is
+        default_strategy.make_default(engine.strategy)
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
         engine.serve()  # parameter_server's ps and worker tasks (the others train)
         log.info("%s %s done: the chief has finished.", roles.task_type, roles.task_index)
@@ -292,7 +302,7 @@ def _guard_fit(engine: Engine) -> None:
     strategy_guard.expect(
         strategy, f"--strategy={engine.name}, {engine.world_size} "
         f"task{'s' if engine.world_size > 1 else ''}, {engine.num_replicas_in_sync} "
-        f"replica{'s' if engine.num_replicas_in_sync > 1 else ''} in sync")
+        f"replica{'s' if engine.num_replicas_in_sync > 1 else ''} in sync", engine.world_size)
 
 
 def _run_directory(model_dir: Optional[str], environ) -> tuple[Optional[str], str]:

@@ -1,10 +1,12 @@
 """keras.io's "Simple MNIST convnet" (NumPy arrays, one-hot labels, validation_split), on
 scikit-learn's digits, unchanged but for tfdist's two lines (marked). argv: KERAS (2: tf.keras
-under TF_USE_LEGACY_KERAS=1, 3: `import keras`), OUT (each rank writes OUT.<rank>.npz), WHEN
-(`scope`: the model made and compiled after tfdist.init() in `with rt.scope()`, as the docs
-say; `after`: after init() without the scope; `before`: before init()), and
-optionally `mirrored`: one process with 2 logical CPUs (as a node with 2 GPUs) under
-tfdist.init(strategy="mirrored", cpu_devices=2)."""
+under TF_USE_LEGACY_KERAS=1, 3: `import keras`), OUT (each rank writes OUT.<rank>.npz: the
+replicas in sync, the final weights arr_0.. and the initial ones initial_0..), WHEN (`after`:
+the two lines, the model made after tfdist.init() as the script makes it; `scope`: made and
+compiled in `with rt.scope()` too; `before`: before init()), then optionally `mirrored`: one
+process with 2 logical CPUs (as a node with 2 GPUs) under tfdist.init(strategy="mirrored",
+cpu_devices=2), and `same_math`: the seeds fixed and the dropout rate 0, so that any number of
+workers trains the same math on the global batch (64) as one process."""
 
 import contextlib
 import os
@@ -14,7 +16,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 KERAS, OUT, WHEN = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-MIRRORED = sys.argv[4:] == ["mirrored"]
+MIRRORED, SAME_MATH = "mirrored" in sys.argv[4:], "same_math" in sys.argv[4:]
 if KERAS == 2:
     from tensorflow import keras  # tf-keras: the test environment exports TF_USE_LEGACY_KERAS=1
 else:
@@ -40,7 +42,7 @@ def make_model():
         keras.Input(shape=input_shape),
         keras.layers.Conv2D(16, kernel_size=(3, 3), activation="relu"),
         keras.layers.Flatten(),
-        keras.layers.Dropout(0.5),
+        keras.layers.Dropout(0.0 if SAME_MATH else 0.5),
         keras.layers.Dense(num_classes, activation="softmax"),
     ])
 
@@ -48,14 +50,21 @@ def make_model():
 if WHEN == "before":
     model = make_model()
 rt = tfdist.init(**(dict(strategy="mirrored", cpu_devices=2) if MIRRORED else {}))  # tfdist
+if SAME_MATH:  # the same initial weights and data order in every process
+    keras.utils.set_random_seed(1)
 if WHEN == "after":
     model = make_model()
 with rt.scope() if WHEN == "scope" else contextlib.nullcontext():  # tfdist (`scope`)
     if WHEN == "scope":
         model = make_model()
     model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
+initial = model.get_weights()
 model.fit(x_train, y_train, batch_size=64, epochs=2, validation_split=0.1, verbose=2)
 rank = os.environ.get("TFDIST_LAUNCH_RANK", "0")
 np.savez(f"{OUT}.{rank}.npz",
          replicas=model.distribute_strategy.num_replicas_in_sync,
-         *model.get_weights())
+         *model.get_weights(),
+         **{
+             f"initial_{i}": w
+             for i, w in enumerate(initial)
+         })

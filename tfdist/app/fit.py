@@ -13,6 +13,7 @@ import sys
 from typing import Any, Optional
 
 import tfdist
+from tfdist.distribute.default_strategy import outside
 from tfdist.distribute import LostTaskError
 from tfdist.errors import ConfigError
 from tfdist.files import replacing
@@ -154,14 +155,16 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         callbacks=callbacks,
         shuffle=False,  # the pipeline shuffles (Keras 3 warns that it would not)
         verbose=verbose if rt.is_chief else 0)
-    # The test split is evaluated by a plain copy of the model, outside the strategy: the same on
-    # every engine, and no collective that a task could miss.
-    local = compiled_model(cfg.model, info, keras=keras)
-    local.set_weights(model.get_weights())
-    test_loss, test_accuracy = local.evaluate(_test_split(pipeline, cfg), verbose=0)
-    if rt.is_chief and cfg.model_dir:
-        with replacing(os.path.join(cfg.model_dir, "model.keras"), suffix=".keras") as tmp:
-            local.save(tmp)
+    # The test split is evaluated by a plain copy of the model, outside the strategy (also the
+    # program's default one): the same on every engine, and no collective that a task could miss
+    # (only the chief saves it).
+    with outside():
+        local = compiled_model(cfg.model, info, keras=keras)
+        local.set_weights(model.get_weights())
+        test_loss, test_accuracy = local.evaluate(_test_split(pipeline, cfg), verbose=0)
+        if rt.is_chief and cfg.model_dir:
+            with replacing(os.path.join(cfg.model_dir, "model.keras"), suffix=".keras") as tmp:
+                local.save(tmp)
     final = dict(test_loss=float(test_loss), test_accuracy=float(test_accuracy))
     return callbacks.summary.add(
         learning_rate=rt.scale_lr(cfg.lr),

@@ -288,16 +288,20 @@ def _on_the_chief(keras_method, model, *args, **kwargs):
 
 @contextlib.contextmanager
 def _without_strategy(model):
-    """Keras runs its loop with the default strategy; the variables stay where they are."""
+    """Keras runs its loop with TensorFlow's default strategy (the program's default that
+    tfdist.init() set is left meanwhile); the variables stay where they are."""
     import tensorflow as tf
 
-    if tf.distribute.has_strategy():
-        raise ParameterServerFitError(
-            "evaluate and predict of a parameter-server model run on the chief: call them outside "
-            "`strategy.scope()` / `rt.scope()`.")
-    saved = model._distribute_strategy
-    model._distribute_strategy = None
-    try:
-        yield
-    finally:
-        model._distribute_strategy = saved
+    from tfdist.distribute.default_strategy import outside
+
+    with outside():
+        if tf.distribute.has_strategy():
+            raise ParameterServerFitError(
+                "evaluate and predict of a parameter-server model run on the chief: call them "
+                "outside `strategy.scope()`.")
+        saved = model._distribute_strategy
+        model._distribute_strategy = None
+        try:
+            yield
+        finally:
+            model._distribute_strategy = saved

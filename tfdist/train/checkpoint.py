@@ -30,6 +30,7 @@ import tensorflow as tf
 import tf_keras
 
 from tfdist import env_vars
+from tfdist.distribute.default_strategy import outside
 from tfdist.errors import ConfigError
 from tfdist.files import TMP_PREFIX, replacing
 from tfdist.keras_compat import adapter
@@ -166,8 +167,11 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
         self.root = os.path.join(model_dir, CHECKPOINTS)
         self.resumed_from: Optional[tuple[int, int]] = None
         self.suspend_epoch_save = False  # set on preemption: a cut epoch is not a finished one
-        self._epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
-        self._step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
+        # This task's own (every task counts alike): plain variables outside the program's
+        # default strategy, whose variables MultiWorkerMirrored makes by a collective.
+        with outside():
+            self._epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False)
+            self._step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._epoch = 0
         self._ckpt = None
         # Called with the model before each write, on every rank (e.g. a collective average).

@@ -13,12 +13,15 @@ from typing import Optional
 
 import tensorflow as tf
 
+from tfdist.distribute.default_strategy import outside
+
 
 class InputCounter:
     """Wraps dataset functions (`counted`) and reads the total (`read`)."""
 
     def __init__(self):
-        with tf.device("/cpu:0"):
+        # This task's own: outside the program's default strategy (distribute.default_strategy).
+        with outside(), tf.device("/cpu:0"):
             self.variable = tf.Variable(0,
                                         dtype=tf.int64,
                                         trainable=False,
@@ -26,9 +29,11 @@ class InputCounter:
 
     @classmethod
     def possible(cls) -> bool:
-        # Made inside a strategy's scope it would be a distributed variable (MultiWorkerMirrored
+        # Made inside a strategy's scope of the script's own (not the default tfdist.init() set,
+        # which `outside` leaves) it would be a distributed variable (MultiWorkerMirrored
         # initializes those with a collective): then nothing is counted.
-        return not tf.distribute.has_strategy()
+        with outside():
+            return not tf.distribute.has_strategy()
 
     def counted(self, dataset_fn):
         variable = self.variable
