@@ -6,15 +6,14 @@ A Keras model keeps the distribution strategy in scope when it was made (tf-kera
 (tfdist.distribute.default_strategy), so a model made after it is under it. One made before
 `tfdist.init()` (or in another thread outside `rt.scope()`) trains alone on each worker: N
 processes, N different models, and nothing says so; so does one made under a strategy of the
-script's own that is not over several tasks (a MirroredStrategy of each task's GPUs), while one over them (TensorFlow's
-tutorials' MultiWorkerMirrored or ParameterServer strategy, on the TF_CONFIG tfdist exported)
-trains one model. After `expect` (tfdist.init, for engines whose strategy holds the model:
-several replicas or tasks), both Kerases refuse such a model with the fix: its `fit` always, its
-`compile` where it runs under the engine's strategy (tf-keras would stop there with its own "not
-created in the distribution strategy scope"; Keras 3 would compile a model half under it).
-Elsewhere Keras's own `fit` and `compile` run unchanged, e.g. tfdist's own plain copies,
-compiled outside the strategy (tfdist.distribute.default_strategy.outside).
-"""
+script's own that is per task where there are several (a MirroredStrategy of each task's GPUs),
+while one over them (TensorFlow's tutorials' MultiWorkerMirrored or ParameterServer strategy, on the
+TF_CONFIG tfdist exported) trains one model. After `expect` (tfdist.init, for engines whose strategy
+holds the model: several replicas or tasks), both Kerases refuse such a model with the fix: its
+`fit` always, its `compile` where it runs under the engine's strategy (tf-keras would stop there
+with its own "not created in the distribution strategy scope"; Keras 3 would compile a model half
+under it). Elsewhere Keras's own `fit` and `compile` run unchanged, e.g. tfdist's own plain copies,
+compiled outside the strategy (tfdist.distribute.default_strategy.outside). """
 
 from __future__ import annotations
 
