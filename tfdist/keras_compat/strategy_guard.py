@@ -13,7 +13,7 @@ holds the model: several replicas or tasks), both Kerases refuse such a model wi
 `fit` always, its `compile` where it runs under the engine's strategy (tf-keras would stop there
 with its own "not created in the distribution strategy scope"; Keras 3 would compile a model half
 under it). Elsewhere Keras's own `fit` and `compile` run unchanged, e.g. tfdist's own plain copies,
-compiled outside the strategy (tfdist.distribute.default_strategy.outside). """
+compiled outside the strategy (tfdist.distribute.default_strategy.outside)."""
 
 from __future__ import annotations
 
