@@ -17,14 +17,9 @@ compiled outside the strategy (tfdist.distribute.default_strategy.outside)."""
 
 from __future__ import annotations
 
-import functools
-import sys
-
-from tfdist import import_hooks
 from tfdist.errors import TfdistError
-from tfdist.keras_compat.modules import TF_KERAS_TRAINING, TRAINER
+from tfdist.keras_compat import user_fit
 
-_MARK = "_tfdist_strategy_guard"
 _expected: dict = {}  # "strategy": the engine's; "what": its words for the error
 
 
@@ -36,12 +31,13 @@ def expect(strategy, what: str, tasks: int = 1) -> None:
     """From now on, `fit` refuses a model not made under `strategy` (`what`: e.g. "multi_worker,
     2 workers"; `tasks`: how many tasks train it); None: refuse nothing."""
     _expected.clear()
-    if strategy is not None:
-        _expected.update(strategy=strategy, what=what, tasks=tasks)
-    for name, cls_name in ((TRAINER, "TensorFlowTrainer"), (TF_KERAS_TRAINING, "Model")):
-        import_hooks.when_imported(name, after=functools.partial(_guard, cls_name=cls_name))
-        if name in sys.modules:
-            _guard(sys.modules[name], cls_name)
+    if strategy is None:
+        user_fit.off("fit", __name__)
+        user_fit.off("compile", __name__)
+        return
+    _expected.update(strategy=strategy, what=what, tasks=tasks)
+    user_fit.on("fit", __name__, _check_fit)
+    user_fit.on("compile", __name__, _check_compile)
 
 
 def check(model) -> None:
@@ -81,25 +77,12 @@ def _over_several_tasks(strategy) -> bool:
     return sum(len(tasks) for job, tasks in jobs.items() if job != "evaluator") > 1
 
 
-def _guard(module, cls_name: str) -> None:
-    cls = getattr(module, cls_name)
-    if getattr(cls.fit, _MARK, False):
-        return
-    keras_fit, keras_compile = cls.fit, cls.compile
+def _check_fit(call: user_fit.Call) -> None:
+    check(call.model)
 
-    @functools.wraps(keras_fit)
-    def fit(self, *args, **kwargs):
-        check(self)
-        return keras_fit(self, *args, **kwargs)
 
-    @functools.wraps(keras_compile)
-    def compile(self, *args, **kwargs):
-        if _expected.get("strategy") is not None:
-            import tensorflow as tf
+def _check_compile(call: user_fit.Call) -> None:
+    import tensorflow as tf
 
-            if tf.distribute.get_strategy() is _expected["strategy"]:
-                check(self)
-        return keras_compile(self, *args, **kwargs)
-
-    setattr(fit, _MARK, True)
-    cls.fit, cls.compile = fit, compile
+    if tf.distribute.get_strategy() is _expected.get("strategy"):
+        check(call.model)

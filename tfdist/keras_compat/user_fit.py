@@ -1,0 +1,102 @@
+"""tfdist's place in the script's own `model.compile` and `model.fit`, both Kerases.
+
+A script with only `import tfdist` and `tfdist.init()` calls Keras's own `compile` and `fit`; what
+it needs to train as one model over every task (refusing a model made outside the strategy,
+Horovod's optimizer and broadcast, callbacks that write once, state kept equal on every rank)
+happens here, as hooks that `tfdist.init()` registers for its engine. Each hook sees the model
+and the call's arguments by name (`Call.arguments`: what the caller passed, positional ones
+named, defaults not filled in) and may change them, e.g. add a callback or wrap the optimizer.
+A hook must be idempotent on a call it already changed: `tfdist train`, `rt.callbacks()` and a
+script's own Horovod lines pass what a hook would add.
+
+Keras 3's `TensorFlowTrainer` and tf-keras's `Model` are wrapped once, when imported; with no hook
+registered their `compile` and `fit` run as Keras wrote them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import sys
+from typing import Any, Callable
+
+from tfdist import import_hooks
+from tfdist.keras_compat.modules import TF_KERAS_TRAINING, TRAINER
+
+_MARK = "_tfdist_user_fit"
+
+
+@dataclasses.dataclass
+class Call:
+    """One call of `compile` or `fit`: the model and the arguments by name."""
+    model: Any
+    arguments: dict
+
+    def get(self, name: str, default=None):
+        return self.arguments.get(name, default)
+
+
+Hook = Callable[[Call], None]
+_HOOKS: dict[str, list[tuple[str, Hook]]] = {"compile": [], "fit": []}
+
+
+def on(method: str, name: str, hook: Hook) -> None:
+    """Call `hook(call)` before every `compile` or `fit` (`method`), in registration order;
+    registering `name` again replaces its hook in place."""
+    hooks = _HOOKS[method]
+    for i, (known, _) in enumerate(hooks):
+        if known == name:
+            hooks[i] = (name, hook)
+            break
+    else:
+        hooks.append((name, hook))
+    _install()
+
+
+def off(method: str, name: str) -> None:
+    """Remove the hook registered as `name` (nothing if none)."""
+    _HOOKS[method][:] = [(n, h) for n, h in _HOOKS[method] if n != name]
+
+
+def _install() -> None:
+    for module, cls_name in ((TRAINER, "TensorFlowTrainer"), (TF_KERAS_TRAINING, "Model")):
+        import_hooks.when_imported(module, after=functools.partial(_wrap, cls_name=cls_name))
+        if module in sys.modules:
+            _wrap(sys.modules[module], cls_name)
+
+
+def _wrap(module, cls_name: str) -> None:
+    cls = getattr(module, cls_name)
+    for method in ("compile", "fit"):
+        keras_method = getattr(cls, method)
+        if getattr(keras_method, _MARK, False):
+            continue
+        wrapped = _hooked(method, keras_method)
+        setattr(wrapped, _MARK, True)
+        setattr(cls, method, wrapped)
+
+
+def _hooked(method: str, keras_method):
+    signature = inspect.signature(keras_method)
+
+    @functools.wraps(keras_method)
+    def call_with_hooks(self, *args, **kwargs):
+        if not _HOOKS[method]:
+            return keras_method(self, *args, **kwargs)
+        bound = signature.bind(self, *args, **kwargs)
+        arguments = dict(bound.arguments)
+        del arguments[next(iter(signature.parameters))]  # self
+        extra = arguments.pop(_var_keyword(signature), {})
+        arguments.update(extra)
+        call = Call(self, arguments)
+        for _, hook in list(_HOOKS[method]):
+            hook(call)
+        return keras_method(self, **call.arguments)
+
+    return call_with_hooks
+
+
+def _var_keyword(signature: inspect.Signature) -> str:
+    """The name of `**kwargs` in `signature` ("" where it has none)."""
+    return next((p.name for p in signature.parameters.values() if p.kind is p.VAR_KEYWORD), "")
