@@ -253,6 +253,7 @@ def init(strategy: str = "auto",
     """
     import tfdist
     from tfdist.distribute import default_strategy
+    from tfdist.train import auto_callbacks
     from tfdist.distribute.devices import pin_gpus
 
     tfdist._set_up_process()  # done at `import tfdist`, unless tfdist.cluster came first
@@ -279,6 +280,11 @@ def init(strategy: str = "auto",
     if roles.trains:
         _guard_fit(engine)  # before the default changes: it asks what TensorFlow's own is
         default_strategy.make_default(engine.strategy)
+        auto_callbacks.install(
+            lambda directory, batch: runtime.callbacks(directory, batch_size=batch), model_dir,
+            engine.num_replicas_in_sync)
+    else:
+        auto_callbacks.uninstall()
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
         engine.serve()  # parameter_server's ps and worker tasks (the others train)
         log.info("%s %s done: the chief has finished.", roles.task_type, roles.task_index)
