@@ -128,11 +128,13 @@ def test_callbacks_without_asking(keras, tmp_path):
     r = launch(2, sys.executable, SCRIPT, str(keras), str(out), "after", "bn", "epochs=1", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert assert_one_model(out) == [1, 1]  # the moving statistics are among the weights
-    assert f"tfdist's callbacks added to model.fit (checkpoints in {model_dir})" in r.stderr
+    said = r.stdout + r.stderr
+    assert f"tfdist's callbacks added to model.fit (checkpoints in {model_dir})" in said
     assert (model_dir / "metrics.json").is_file()
     assert [p.name for p in (model_dir / "checkpoints").iterdir()] == ["ckpt-21"]  # 1350/64
 
     r = launch(2, sys.executable, SCRIPT, str(keras), str(out), "after", "bn", "epochs=2", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "resuming from" in r.stderr and "(epoch 1, step 0)" in r.stderr, r.stderr[-3000:]
+    said = r.stdout + r.stderr
+    assert "resuming from" in said and "(epoch 1, step 0)" in said, said[-3000:]
     assert assert_one_model(out) == [1, 1]  # epoch 2 only
