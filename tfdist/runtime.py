@@ -249,10 +249,13 @@ def init(strategy: str = "auto",
     thread; tfdist.distribute.default_strategy): the model, optimizer and metrics built after
     init() live under it without `with rt.scope()`. Horovod's and one device's strategy is
     TensorFlow's own default: nothing changes there. A model built before init() is refused by
-    its fit where it would train alone (tfdist.keras_compat.strategy_guard).
+    its fit where it would train alone (tfdist.keras_compat.strategy_guard). Under horovod the
+    script's own compile and fit are made Horovod's (tfdist.distribute.horovod_fit): the
+    optimizer wrapped, the first weights broadcast, the data split per rank with `batch_size`
+    the global batch.
     """
     import tfdist
-    from tfdist.distribute import default_strategy
+    from tfdist.distribute import default_strategy, horovod_fit
     from tfdist.train import auto_callbacks
     from tfdist.distribute.devices import pin_gpus
 
@@ -283,6 +286,7 @@ def init(strategy: str = "auto",
         auto_callbacks.install(
             lambda directory, batch: runtime.callbacks(directory, batch_size=batch), model_dir,
             engine.num_replicas_in_sync)
+        horovod_fit.install(engine)  # after auto_callbacks: its hook sees the global batch
     else:
         auto_callbacks.uninstall()
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
