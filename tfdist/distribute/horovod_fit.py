@@ -87,17 +87,19 @@ def _compile(call: user_fit.Call) -> None:
     given = call.get("optimizer", "rmsprop")  # compile's default in both Kerases
     if is_distributed_optimizer(given):
         if not getattr(given, _OURS, False):
-            _say_once("own", "Horovod: the script's optimizer is distributed already "
-                      "(hvd.DistributedOptimizer or rt.optimizer): left as it is, and so is the "
-                      "data of its fit (the script splits it per rank).")
+            _say_once(
+                "own", "Horovod: the script's optimizer is distributed already "
+                "(hvd.DistributedOptimizer or rt.optimizer): left as it is, and so is the "
+                "data of its fit (the script splits it per rank).")
         return
     optimizer = adapter(call.model).optimizer(given)
     wrapped = _state["engine"].wrap_optimizer(optimizer)
     setattr(wrapped, _OURS, True)
     call.arguments["optimizer"] = wrapped
-    _say_once("wrapped", "Horovod: %s wrapped in Horovod's DistributedOptimizer at compile "
-              "(gradients averaged over the %d ranks).",
-              type(optimizer).__name__, _state["engine"].world_size)
+    _say_once(
+        "wrapped", "Horovod: %s wrapped in Horovod's DistributedOptimizer at compile "
+        "(gradients averaged over the %d ranks).",
+        type(optimizer).__name__, _state["engine"].world_size)
 
 
 def _ours(optimizer) -> bool:
@@ -202,8 +204,8 @@ def _say_dropped(what: str, n: int, batch: int, size: int) -> None:
     lost = rank_split.dropped(n, batch, size)
     _say_once(
         f"split {what}", "Horovod: the %s data split over %d ranks, %d samples each an epoch "
-        "in batches of %d (the global batch %d)%s.", what, size, (n - lost) // size,
-        batch // size, batch, f"; its last {lost} samples dropped (the last batch cut to a "
+        "in batches of %d (the global batch %d)%s.", what, size, (n - lost) // size, batch // size,
+        batch, f"; its last {lost} samples dropped (the last batch cut to a "
         f"multiple of {size}, so that every rank takes the same steps)" if lost else "")
 
 
@@ -216,16 +218,17 @@ def _rows(structure) -> int:
 def _split_dataset(call: user_fit.Call, name: str, size: int, rank: int) -> None:
     dataset = call.arguments[name]
     if rank_split.is_split(dataset):
-        _say_once(f"own {name}", "Horovod: fit's %s is split per rank already (a shard in its "
-                  "pipeline, or rt.dataset): each rank trains its batches as they are.", name)
+        _say_once(
+            f"own {name}", "Horovod: fit's %s is split per rank already (a shard in its "
+            "pipeline, or rt.dataset): each rank trains its batches as they are.", name)
         return
     call.arguments[name] = rank_split.split_batches(dataset, size, rank)
     _say_once(
         f"split {name}", "Horovod: fit's %s dataset split over %d ranks: each takes its 1/%d of "
         "every batch (the batch is the global one); batches of fewer than %d samples dropped, "
         "the rest of the division dropped too. Every rank reads the whole dataset: it must give "
-        "the same batches in the same order on every rank (shuffle with a seed).", name, size,
-        size, size)
+        "the same batches in the same order on every rank (shuffle with a seed).", name, size, size,
+        size)
 
 
 def _split_validation(call: user_fit.Call, batch: int, size: int, rank: int) -> None:
@@ -235,8 +238,8 @@ def _split_validation(call: user_fit.Call, batch: int, size: int, rank: int) -> 
     if _is_dataset(validation):
         _split_dataset(call, "validation_data", size, rank)
         return
-    if not isinstance(validation, (tuple, list)) or not all(
-            v is None or _is_arrays(v) for v in validation):
+    if not isinstance(validation,
+                      (tuple, list)) or not all(v is None or _is_arrays(v) for v in validation):
         raise _cannot_split(validation, "validation_data")
     given = call.get("validation_batch_size")
     vbatch = batch if given is None else _per_rank_batch(given, size, "validation_batch_size")

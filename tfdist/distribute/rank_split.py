@@ -41,8 +41,7 @@ def take(structure, indices):
     """`structure` (an array, or a list, tuple or dict of them; None stays None) at `indices`."""
     import tensorflow as tf
 
-    return tf.nest.map_structure(lambda a: None if a is None else np.asarray(a)[indices],
-                                 structure)
+    return tf.nest.map_structure(lambda a: None if a is None else np.asarray(a)[indices], structure)
 
 
 def is_split(dataset) -> bool:
