@@ -115,6 +115,18 @@ def test_arrays_are_split_with_validation_split_first(hooks):
     vx, vy = got["validation_data"]
     np.testing.assert_array_equal(vx, [82, 83, 90, 91, 97])  # 20: 8, 8 and 4 (1 each)
     assert got["validation_batch_size"] == 2
+    again = user_fit.Call(_Model(ours()), dict(got))
+    horovod_fit._fit(again)  # idempotent: a call made Horovod's is left as it is
+    assert again.arguments == got
+
+
+def test_a_datasets_batches_are_the_global_ones(hooks):
+    batches = tf.data.Dataset.range(8).batch(4)
+    got = fit(_Model(ours()), x=batches, validation_data=batches)  # no batch_size: not used
+    assert [b.numpy().tolist() for b in got["x"]] == [[1], [5]]  # rank 1 of 4
+    assert [b.numpy().tolist() for b in got["validation_data"]] == [[1], [5]]
+    again = fit(_Model(ours()), **got)
+    assert again["x"] is got["x"] and again["validation_data"] is got["validation_data"]
 
 
 def test_what_cannot_be_split_says_what_to_write(hooks):

@@ -129,17 +129,20 @@ def _fit(call: user_fit.Call) -> None:
     _add_engine_callbacks(call, engine)
     if not _ours(optimizer) or engine.world_size < 2:
         return  # the script's own Horovod lines: its data is split as it wrote it
-    size, rank = engine.world_size, engine.rank
-    batch = _per_rank_batch(call.get("batch_size"), size, "batch_size")
     x = call.get("x")
+    if rank_split.is_taken(x):
+        return  # this call was made Horovod's already (a hook must be idempotent)
+    size, rank = engine.world_size, engine.rank
+    given = call.get("batch_size")  # global; a dataset's batches are, and Keras ignores it
     if _is_dataset(x):
         _split_dataset(call, "x", size, rank)
     elif _is_arrays(x):
+        batch = _per_rank_batch(given, size, "batch_size")
         _split_arrays(call, batch, size, rank)
         call.arguments["batch_size"] = batch // size
     else:
         raise _cannot_split(x, "x")
-    _split_validation(call, batch, size, rank)
+    _split_validation(call, given, size, rank)
 
 
 def _per_rank_batch(value, size: int, name: str) -> int:
@@ -231,7 +234,9 @@ def _split_dataset(call: user_fit.Call, name: str, size: int, rank: int) -> None
         size)
 
 
-def _split_validation(call: user_fit.Call, batch: int, size: int, rank: int) -> None:
+def _split_validation(call: user_fit.Call, batch, size: int, rank: int) -> None:
+    """validation_data split per rank; arrays in batches of `validation_batch_size`, else of fit's
+    `batch` (both global; None: Keras's default)."""
     validation = call.get("validation_data")
     if validation is None:
         return
@@ -242,7 +247,8 @@ def _split_validation(call: user_fit.Call, batch: int, size: int, rank: int) -> 
                       (tuple, list)) or not all(v is None or _is_arrays(v) for v in validation):
         raise _cannot_split(validation, "validation_data")
     given = call.get("validation_batch_size")
-    vbatch = batch if given is None else _per_rank_batch(given, size, "validation_batch_size")
+    vbatch = (_per_rank_batch(batch, size, "batch_size") if given is None else _per_rank_batch(
+        given, size, "validation_batch_size"))
     n = _rows(validation[0])
     indices = rank_split.array_indices(n, vbatch, size, rank)
     call.arguments["validation_data"] = tuple(rank_split.take(v, indices) for v in validation)

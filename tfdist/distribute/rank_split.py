@@ -16,8 +16,12 @@ dropped), and one of fewer than N samples is dropped.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
+# The arrays `take` made, by id: a fit given them again is split already.
+_taken: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
 # Set on a dataset that is one rank's already (split_batches's, the Horovod engine's rt.dataset).
 MARK = "_tfdist_rank_split"
 
@@ -41,7 +45,22 @@ def take(structure, indices):
     """`structure` (an array, or a list, tuple or dict of them; None stays None) at `indices`."""
     import tensorflow as tf
 
-    return tf.nest.map_structure(lambda a: None if a is None else np.asarray(a)[indices], structure)
+    def one(array):
+        if array is None:
+            return None
+        part = np.asarray(array)[indices]
+        _taken[id(part)] = part
+        return part
+
+    return tf.nest.map_structure(one, structure)
+
+
+def is_taken(structure) -> bool:
+    """Whether `structure`'s first array is one `take` made (a rank's part already)."""
+    import tensorflow as tf
+
+    leaves = [leaf for leaf in tf.nest.flatten(structure) if leaf is not None]
+    return bool(leaves) and _taken.get(id(leaves[0])) is leaves[0]
 
 
 def is_split(dataset) -> bool:
