@@ -57,6 +57,14 @@ def has_tfdist_callbacks(callbacks) -> bool:
     return type(callbacks).__module__.startswith("tfdist.train.")
 
 
+def _flatten(callbacks):
+    if isinstance(callbacks, (list, tuple)):
+        for c in callbacks:
+            yield from _flatten(c)
+    elif callbacks is not None:
+        yield callbacks
+
+
 def _add(call: user_fit.Call) -> None:
     given = call.get("callbacks")
     if not _state or has_tfdist_callbacks(given):
@@ -70,6 +78,11 @@ def _add(call: user_fit.Call) -> None:
     if isinstance(batch_size, int) and batch_size % _state["replicas"] == 0:
         per_replica = batch_size // _state["replicas"]
     ours = _state["make"](model_dir or "", per_replica)
+    # A script that keeps Horovod's own lines passes its broadcast and metric averaging: the
+    # engine's of the same kind are left out, not run twice.
+    present = {type(c).__name__ for c in _flatten(given)}
+    for callback in [c for c in ours if type(c).__name__ in present]:
+        ours.remove(callback)
     if _state["fits"] == 1:
         log.info(
             "tfdist's callbacks added to model.fit (%s)",
