@@ -220,6 +220,7 @@ def init(strategy: str = "auto",
          task_gpus: str = "auto",
          gpu_memory_growth: bool = True,
          model_dir: Optional[str] = None,
+         weak_scaling: bool = False,
          **engine_options: Any) -> Runtime:
     """Detect the cluster, build this task's roles for `strategy` and make its engine.
 
@@ -239,6 +240,10 @@ def init(strategy: str = "auto",
     Before the engine exists, TensorFlow is made to see only this task's GPUs (`task_gpus`: auto
     is what the strategy needs, e.g. one per task by local rank under horovod; or one, share, all,
     none), with memory growth unless `gpu_memory_growth=False`.
+    `weak_scaling`: the script's fit `batch_size` is each replica's (the global batch N times
+    it) and the rate it compiles with is scaled by `lr_scaling`'s rule (tfdist.train.weak_scaling);
+    by default `batch_size` is the global batch and the rate is the script's.
+
     `engine_options` are those of the strategy's engine: mirrored `cpu_devices`; multi_worker
     `collective`, `bytes_per_pack`, `collective_timeout`; horovod `compression`,
     `backward_passes_per_step` (the flags of the same names say what each does); parameter_server
@@ -257,6 +262,7 @@ def init(strategy: str = "auto",
     import tfdist
     from tfdist.distribute import default_strategy, horovod_fit
     from tfdist.train import auto_callbacks
+    from tfdist.train import weak_scaling as weak_scaling_hooks
     from tfdist.distribute.devices import pin_gpus
 
     tfdist._set_up_process()  # done at `import tfdist`, unless tfdist.cluster came first
@@ -283,12 +289,16 @@ def init(strategy: str = "auto",
     if roles.trains:
         _guard_fit(engine)  # before the default changes: it asks what TensorFlow's own is
         default_strategy.make_default(engine.strategy)
+        replicas = max(1, engine.num_replicas_in_sync)
+        # Before the hooks that read the global batch (auto_callbacks, horovod_fit).
+        weak_scaling_hooks.install(weak_scaling, replicas, scale_lr(1.0, replicas, lr_scaling))
         auto_callbacks.install(
             lambda directory, batch: runtime.callbacks(directory, batch_size=batch), model_dir,
             engine.num_replicas_in_sync)
         horovod_fit.install(engine)  # after auto_callbacks: its hook sees the global batch
     else:
         auto_callbacks.uninstall()
+        weak_scaling_hooks.install(False, 1, 1.0)
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
         engine.serve()  # parameter_server's ps and worker tasks (the others train)
         log.info("%s %s done: the chief has finished.", roles.task_type, roles.task_index)

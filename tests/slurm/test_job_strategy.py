@@ -69,19 +69,21 @@ def test_a_two_line_script_trains_under_horovod_sbatch_and_resumes_after_its_req
     assert re.search(
         rf"^0: tfdist: slurm, rank 0 of 2 on {N1} \(local rank 0 of 1\), strategy horovod,", first,
         re.M), job.describe()
-    assert re.findall(r"^(\d+): tfdist: model dir (\S+) \(from \$MODEL_DIR\)$", first,
-                      re.M) == [("0", str(model_dir))], job.describe()
+    assert re.search(rf"^0: tfdist: model dir {re.escape(str(model_dir))} \(from \$MODEL_DIR\)$",
+                     first, re.M), job.describe()
     # Run 1: both tasks got the signal, stopped after the same step, the chief saved and requeued.
     for rank in (0, 1):
         assert re.search(rf"^{rank}: .*received SIGUSR1", first, re.M), job.describe()
     assert re.search(r"^0: .*requeued Slurm job", first, re.M), job.describe()
     assert "digits_init_only: " not in first, job.describe()  # its fit ended by the stop
     saved = re.findall(r"^0: .*checkpoint \S+/(ckpt-\d+) \(epoch (\d+), step (\d+)\)$", first, re.M)
-    assert saved and int(saved[-1][1]) == 1 and int(saved[-1][2]) > 0, saved  # mid-epoch 2
+    assert saved, job.describe()
+    name, epoch, step = saved[-1]  # after the pause (step 30: in epoch 2) or at an epoch end
+    assert int(epoch) * 29 + int(step) > 30, saved  # 29 steps an epoch: 898 samples each, by 32
     # Run 2 resumes from that very checkpoint and finishes: Horovod, the job's directory, the
     # same weights on both ranks (one model).
-    assert re.search(rf"^0: .*resuming from \S+/{saved[-1][0]} \(epoch 1, step {saved[-1][2]}\)",
-                     second, re.M), job.describe()
+    assert re.search(rf"^0: .*resuming from \S+/{name} \(epoch {epoch}, step {step}\)", second,
+                     re.M), job.describe()
     res = results(second, "digits_init_only")
     assert sorted(res) == [0, 1], job.describe()
     for rank, r in res.items():
