@@ -21,15 +21,16 @@ import pytest
 import tfdist as _tfdist  # noqa: F401  (first: the tests run set up as a script that imports it)
 from tfdist.cluster.ports import free_port_base  # noqa: F401  (re-exported for the tests)
 
+from tests.cannot_run import unless
+
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(Path(sys.prefix) / "bin" / "python")
 TFDIST = str(Path(sys.prefix) / "bin" / "tfdist")
 
 HOROVOD = importlib.util.find_spec("horovod") is not None
-requires_horovod = pytest.mark.skipif(
-    not HOROVOD,
-    reason="Horovod is not installed: `make horovod` builds it (once, then cached) and installs "
-    "it into .venv")
+requires_horovod = unless(
+    HOROVOD, "Horovod is not installed",
+    "`make horovod` builds it (once, then cached) and installs it into .venv")
 
 # Variables of the calling environment that would change a started task's cluster, roles or logs.
 _CLUSTER_VARS = re.compile(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cannot_run import cannot_run
 from tests.helpers import REPO, TFDIST, clean_environ, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.default_stack]  # make demo uses .venv
@@ -18,7 +19,8 @@ TF_ERROR_OR_WARNING = re.compile(r"^(\[\d+\] )?([EW]\d{4} |\d{4}-\d\d-\d\d [\d:.
 
 def test_make_demo_is_short_and_quiet(tmp_path):
     if Path(sys.prefix) != REPO / ".venv":
-        pytest.skip(f"make demo runs {REPO}/.venv, not this Python ({sys.prefix})")
+        cannot_run(f"make demo runs {REPO}/.venv, not this Python ({sys.prefix})",
+                   "run the suite with the checkout's .venv (`make test`)")
     env = clean_environ()
     # As typed at a shell, not as a sub-make of `make test` (which prints "make[1]: ..." lines).
     for name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):

@@ -20,6 +20,7 @@ from tfdist import env_vars
 
 from tests.distribute.test_same_math import SCRIPT, assert_same_ranks, assert_same_weights, load
 from tests.distribute.test_same_math import single  # noqa: F401  (a fixture)
+from tests.cannot_run import cannot_run
 from tests.helpers import TFDIST, reached, requires_horovod, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
@@ -36,11 +37,13 @@ LAUNCHERS = {
 
 def launcher(name: str) -> list[str]:
     """The command line that starts 2 processes. Installs the Debian package when it is missing
-    (as tools/slurm/cluster.sh installs Slurm); skips saying why where it cannot (not root)."""
+    (as tools/slurm/cluster.sh installs Slurm); where it cannot (not root), the test cannot run
+    (tests/cannot_run.py: a skip, a failure under CI)."""
     package, binary, command = LAUNCHERS[name]
     if shutil.which(binary) is None:
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
-            pytest.skip(f"{binary} is missing: `apt-get install {package}` (as root) adds it")
+            cannot_run(f"{binary} is missing and this is not root",
+                       f"`apt-get install {package}` (as root) adds it")
         # The test Slurm cluster's lock: its `up` installs Slurm with apt-get under it at the
         # start of `make test`, and two apt-gets at once fail on dpkg's own lock.
         path = os.environ.get(env_vars.SLURM_LOCK.name, "/run/lock/tfdist-slurm.lock")
