@@ -278,3 +278,25 @@ def test_run_tests_knows_which_parts_a_selection_rules_out():
     assert module.can_select(module.narrowed(newest, "alone and not slurm"), names)
     assert module.can_select(module.narrowed("", "slurm"), names)
     assert not module.can_select("alone and not alone", names)
+
+
+def test_every_wait_a_test_writes_fits_in_its_timeout():
+    """A test's own wait (a process's timeout, a deadline) ends before pytest-timeout's, so that
+    the test fails with the process's output or the job's log and cancels its Slurm jobs: no single
+    wait over tests.helpers.WAIT; a test that waits on several things in turn sets its limit with
+    timeout_for (tests/slurm/test_jobs.py, test_sweep_jobs.py, test_requeue.py)."""
+    from tests.helpers import TEST_TIMEOUT, WAIT
+    import configparser
+    import re
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    assert config.getint("tool:pytest", "timeout") == TEST_TIMEOUT
+    # Not waits: a watch's own setting, and the cluster's start before the first Slurm test.
+    not_waits = {"tests/distribute/test_chief_watch.py", "tests/slurm/conftest.py"}
+    wait = re.compile(r"(?:timeout=|timeout: float = |monotonic\(\) \+ )(\d+)\b")
+    longer = [
+        f"{path.relative_to(REPO)}: {m.group(0)}" for path in sorted((REPO / "tests").rglob("*.py"))
+        if str(path.relative_to(REPO)) not in not_waits for m in wait.finditer(path.read_text())
+        if int(m.group(1)) > WAIT
+    ]
+    assert not longer, longer

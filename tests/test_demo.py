@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cannot_run import cannot_run
-from tests.helpers import REPO, TFDIST, clean_environ, run
+from tests.helpers import REPO, TFDIST, WAIT, clean_environ, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.default_stack]  # make demo uses .venv
 # TensorFlow's and absl's error and warning lines, C++ and Python, after launch's "[rank] ".
@@ -32,7 +32,7 @@ def test_make_demo_is_short_and_quiet(tmp_path):
                        env=env,
                        capture_output=True,
                        text=True,
-                       timeout=600)
+                       timeout=WAIT)
     lines = (r.stdout + r.stderr).splitlines()
     assert r.returncode == 0, "\n".join(lines[-50:])
     assert len(lines) <= 20, f"{len(lines)} lines:\n" + "\n".join(lines)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.helpers import TFDIST, launch, reached
+from tests.helpers import TFDIST, WAIT, launch, reached
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ def test_evaluator_follows_the_checkpoints(tmp_path):
         "--lr=0.001",
         f"--model_dir={model_dir}",
         env={"TFDIST_VERBOSE": "1"},  # the other tasks' lines too
-        timeout=900)
+        timeout=WAIT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     metrics = json.loads((model_dir / "metrics.json").read_text())
     # chief + 1 ps + 1 worker train; task 3 only evaluates.

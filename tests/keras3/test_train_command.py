@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.helpers import TFDIST, launch, reached, requires_horovod
+from tests.helpers import TFDIST, WAIT, launch, reached, requires_horovod
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ def train(n, tmp_path, *flags):
                f"--model_dir={model_dir}",
                *flags,
                env={"TFDIST_VERBOSE": "1"},
-               timeout=900)
+               timeout=WAIT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     return r, json.loads((model_dir / "metrics.json").read_text())
 

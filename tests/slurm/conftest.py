@@ -127,6 +127,25 @@ class SlurmCluster:
         pytest.fail(f"job {job_id} did not finish within {timeout:.0f} s "
                     f"(last state {job.state}, reason {info.get('Reason')})\n{job.describe()}")
 
+    def cancel_left(self, root: Path) -> list[str]:
+        """Cancels the jobs still queued or running whose working directory is under `root` (a
+        test's own, which every job of a test runs in) and prints the end of their logs; returns
+        their ids. What a test killed at its time limit (pytest-timeout) or failed before its job
+        ended leaves: without this it would run on ahead of the next tests' jobs."""
+        out = self.cmd("squeue", "-h", "-o", "%i|%T|%Z", check=False)
+        left = []
+        for line in out.splitlines():
+            job_id, state, workdir = (line.split("|", 2) + ["", ""])[:3]
+            if Path(workdir).resolve().is_relative_to(root.resolve()):
+                left.append(f"{job_id} ({state})")
+                self.cmd("scancel", job_id.strip(), check=False)
+        if left:
+            print(f"cancelled the job(s) this test left: {', '.join(left)}", file=sys.stderr)
+            for log in sorted(root.rglob("*.out")):
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-100:])
+                print(f"--- {log} (last 100 lines) ---\n{tail}", file=sys.stderr)
+        return left
+
     def sbatch(self, script: str, *sbatch_args: str, workdir: Path, timeout: float = 300) -> Job:
         """Submit and wait for the end (like `sbatch --wait`, without its up-to-10-s polling)."""
         return self.wait(self.submit(script, *sbatch_args, workdir=workdir), workdir, timeout)
@@ -224,8 +243,16 @@ def slurm(request):
 
 
 @pytest.fixture
-def jobdir(tmp_path: Path) -> Path:
-    """A directory for one job's script and output (the tasks share the file system)."""
+def jobdir(tmp_path: Path, request):
+    """A directory for one job's script and output (the tasks share the file system). At the
+    test's end, also when it failed or pytest-timeout stopped it, the jobs it left queued or
+    running (any working directory under its tmp_path) are cancelled, their logs printed."""
     d = tmp_path / "job"
     d.mkdir()
-    return d
+    yield d
+    if "slurm" in request.fixturenames:
+        try:
+            cluster = request.getfixturevalue("slurm")
+        except (pytest.skip.Exception, pytest.fail.Exception):  # no cluster, so no job
+            return
+        cluster.cancel_left(tmp_path)
