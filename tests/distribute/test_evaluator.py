@@ -40,6 +40,7 @@ def test_evaluator_follows_the_checkpoints(tmp_path):
     assert (last["epoch"], last["step"]) == (6, 0)
     assert last["global_step"] == 6 * metrics["steps_per_epoch"]
     assert last["metrics"]["accuracy"] == pytest.approx(metrics["final"]["test_accuracy"], abs=1e-6)
+    # 0.958 (345 of 360) in each of 2 runs here (2026-11-26); 0.9 leaves 21 samples of margin.
     assert reached(last["metrics"]["accuracy"], 0.9)
     assert list((model_dir / "logs" / "eval").glob("events.out.tfevents.*"))
     assert "[3] tfdist train: evaluator: " in r.stdout
