@@ -17,7 +17,9 @@ from tests.helpers import JOB_TAG
 # checks that tfdist keeps either.
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 
-pytest_plugins = ["tests.cpu_time"]  # each test's CPU seconds in the JUnit XML
+# Each test's CPU seconds in the JUnit XML; what a test that cannot run here becomes (a skip, or
+# under CI a failure).
+pytest_plugins = ["tests.cpu_time", "tests.cannot_run"]
 
 
 @pytest.fixture(autouse=True)

@@ -21,15 +21,30 @@ import pytest
 import tfdist as _tfdist  # noqa: F401  (first: the tests run set up as a script that imports it)
 from tfdist.cluster.ports import free_port_base  # noqa: F401  (re-exported for the tests)
 
+from tests.cannot_run import unless
+
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(Path(sys.prefix) / "bin" / "python")
 TFDIST = str(Path(sys.prefix) / "bin" / "tfdist")
 
+# setup.cfg's per-test timeout, and the longest single wait a test may make within it (a process, a
+# job): the other 120 s are for its set-up, its other steps and its checks, so that the test's own
+# wait ends first and fails with the process's output or the job's log, not pytest-timeout. A test
+# that waits on several things in turn sets its limit from its waits with `timeout_for`.
+TEST_TIMEOUT = 600
+WAIT = 480
+
+
+def timeout_for(*waits: float, rest: float = 120) -> pytest.MarkDecorator:
+    """The pytest-timeout mark of a test whose own waits are `waits` (seconds, in turn), with
+    `rest` for everything else; never below setup.cfg's."""
+    return pytest.mark.timeout(max(TEST_TIMEOUT, sum(waits) + rest))
+
+
 HOROVOD = importlib.util.find_spec("horovod") is not None
-requires_horovod = pytest.mark.skipif(
-    not HOROVOD,
-    reason="Horovod is not installed: `make horovod` builds it (once, then cached) and installs "
-    "it into .venv")
+requires_horovod = unless(
+    HOROVOD, "Horovod is not installed",
+    "`make horovod` builds it (once, then cached) and installs it into .venv")
 
 # Variables of the calling environment that would change a started task's cluster, roles or logs.
 _CLUSTER_VARS = re.compile(
@@ -113,7 +128,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(cmd, timeout=600, env=None, **kwargs) -> subprocess.CompletedProcess:
+def run(cmd, timeout=WAIT, env=None, **kwargs) -> subprocess.CompletedProcess:
     """`cmd` in a clean environment (plus `env`), its output captured."""
     return subprocess.run([str(c) for c in cmd],
                           capture_output=True,
@@ -123,7 +138,7 @@ def run(cmd, timeout=600, env=None, **kwargs) -> subprocess.CompletedProcess:
                           **kwargs)
 
 
-def launch(n, *cmd, timeout=600, **kwargs) -> subprocess.CompletedProcess:
+def launch(n, *cmd, timeout=WAIT, **kwargs) -> subprocess.CompletedProcess:
     """`tfdist launch -n N -- CMD...`, as run() runs it."""
     return run([TFDIST, "launch", "-n", str(n), "--", *cmd], timeout=timeout, **kwargs)
 
@@ -149,7 +164,7 @@ def wait_for(proc: subprocess.Popen, marker: str, timeout: float = 300) -> str:
     raise AssertionError(f"process ended before {marker!r}:\n" + "".join(seen)[-3000:])
 
 
-def finish(proc: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
+def finish(proc: subprocess.Popen, timeout: float = WAIT) -> tuple[int, str]:
     """(exit status, the rest of its output); kills it and fails after `timeout` s."""
     try:
         out, _ = proc.communicate(timeout=timeout)

@@ -205,3 +205,98 @@ def test_keras3_releases_names_the_functions_a_refusal_names():
         pytest_output(("test_a", UNKNOWN), summary="1 failed in 1.0s"), 1)
     assert (verdict.kind, verdict.refused) == ("refused", ("KerasCorrectionUnknown", ))
     assert verdict.functions == ("TensorFlowTrainer._maybe_symbolic_build", )
+
+
+def run_tests(tmp_path, name: str, selection: str, suite: str, env=None):
+    (tmp_path / "test_suite.py").write_text(suite)
+    return subprocess.run([
+        sys.executable,
+        str(REPO / "tools" / "run_tests.py"), name, selection, "--", f"--rootdir={tmp_path}", "-p",
+        "tests.cannot_run",
+        str(tmp_path / "test_suite.py")
+    ],
+                          cwd=tmp_path,
+                          capture_output=True,
+                          text=True,
+                          timeout=300,
+                          env=dict(env or os.environ, PYTHONPATH=str(REPO), TESTS_WORKERS="1"))
+
+
+CANNOT = textwrap.dedent("""
+    import pytest
+
+    from tests.cannot_run import cannot_run
+
+
+    def test_runs():
+        pass
+
+
+    @pytest.mark.alone
+    def test_needs_what_is_missing():
+        cannot_run("no frobnicator here", "apt-get install frobnicator")
+""")
+
+
+def test_run_tests_fails_a_part_that_collects_no_test_and_skips_a_part_the_selection_rules_out(
+        tmp_path):
+    name = f"selftest-{tmp_path.name}"
+    try:
+        # No test is marked slurm: the Slurm part collects none (pytest's exit status 5).
+        r = run_tests(tmp_path, name, "not test_nothing_is_named_so", CANNOT)
+        assert r.returncode == 5, r.stdout + r.stderr
+        assert "pytest exit status per part: others 0, slurm 5, alone 0" in r.stdout, r.stdout
+        assert f"run_tests: {name}: the slurm part collected no test: a failure" in r.stdout
+        # Outside CI the test that cannot run is a skip, its reason and fix in the summary.
+        assert (f"run_tests: {name}: alone: 1 skipped: cannot run here: no frobnicator here; "
+                "fix: apt-get install frobnicator") in r.stdout, r.stdout
+        # "not slurm" rules the Slurm part out: it is not run, and nothing fails.
+        r = run_tests(tmp_path, name, "not slurm", CANNOT)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"run_tests: {name}: the slurm part is not selected" in r.stdout, r.stdout
+        # Under CI the same test fails, saying why and how to fix it.
+        r = run_tests(tmp_path, name, "not slurm", CANNOT, env=dict(os.environ, CI="true"))
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "pytest exit status per part: others 0, slurm 0, alone 1" in r.stdout, r.stdout
+        assert "no frobnicator here; fix: apt-get install frobnicator" in r.stdout, r.stdout
+        assert "CI=true: a part of the suite that cannot run fails CI" in r.stdout, r.stdout
+    finally:
+        for path in (REPO / "build" / "test-reports").glob(f"{name}-*"):
+            path.unlink()
+
+
+def test_run_tests_knows_which_parts_a_selection_rules_out():
+    spec = importlib.util.spec_from_file_location("run_tests", REPO / "tools" / "run_tests.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    names = module.markers()
+    assert {"slurm", "alone", "default_stack"} <= set(names), names
+    # make test-newest's selection: no Slurm part, the others.
+    newest = "not slurm and not default_stack"
+    assert not module.can_select(module.narrowed(newest, "slurm"), names)
+    assert module.can_select(module.narrowed(newest, "not slurm and not alone"), names)
+    assert module.can_select(module.narrowed(newest, "alone and not slurm"), names)
+    assert module.can_select(module.narrowed("", "slurm"), names)
+    assert not module.can_select("alone and not alone", names)
+
+
+def test_every_wait_a_test_writes_fits_in_its_timeout():
+    """A test's own wait (a process's timeout, a deadline) ends before pytest-timeout's, so that
+    the test fails with the process's output or the job's log and cancels its Slurm jobs: no single
+    wait over tests.helpers.WAIT; a test that waits on several things in turn sets its limit with
+    timeout_for (tests/slurm/test_jobs.py, test_sweep_jobs.py, test_requeue.py)."""
+    from tests.helpers import TEST_TIMEOUT, WAIT
+    import configparser
+    import re
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    assert config.getint("tool:pytest", "timeout") == TEST_TIMEOUT
+    # Not waits: a watch's own setting, and the cluster's start before the first Slurm test.
+    not_waits = {"tests/distribute/test_chief_watch.py", "tests/slurm/conftest.py"}
+    wait = re.compile(r"(?:timeout=|timeout: float = |monotonic\(\) \+ )(\d+)\b")
+    longer = [
+        f"{path.relative_to(REPO)}: {m.group(0)}" for path in sorted((REPO / "tests").rglob("*.py"))
+        if str(path.relative_to(REPO)) not in not_waits for m in wait.finditer(path.read_text())
+        if int(m.group(1)) > WAIT
+    ]
+    assert not longer, longer

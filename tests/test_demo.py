@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, TFDIST, clean_environ, run
+from tests.cannot_run import cannot_run
+from tests.helpers import REPO, TFDIST, WAIT, clean_environ, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.default_stack]  # make demo uses .venv
 # TensorFlow's and absl's error and warning lines, C++ and Python, after launch's "[rank] ".
@@ -18,7 +19,8 @@ TF_ERROR_OR_WARNING = re.compile(r"^(\[\d+\] )?([EW]\d{4} |\d{4}-\d\d-\d\d [\d:.
 
 def test_make_demo_is_short_and_quiet(tmp_path):
     if Path(sys.prefix) != REPO / ".venv":
-        pytest.skip(f"make demo runs {REPO}/.venv, not this Python ({sys.prefix})")
+        cannot_run(f"make demo runs {REPO}/.venv, not this Python ({sys.prefix})",
+                   "run the suite with the checkout's .venv (`make test`)")
     env = clean_environ()
     # As typed at a shell, not as a sub-make of `make test` (which prints "make[1]: ..." lines).
     for name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
@@ -30,7 +32,7 @@ def test_make_demo_is_short_and_quiet(tmp_path):
                        env=env,
                        capture_output=True,
                        text=True,
-                       timeout=600)
+                       timeout=WAIT)
     lines = (r.stdout + r.stderr).splitlines()
     assert r.returncode == 0, "\n".join(lines[-50:])
     assert len(lines) <= 20, f"{len(lines)} lines:\n" + "\n".join(lines)

@@ -56,17 +56,21 @@ def _user_namespaces() -> bool:
         return False
 
 
-@pytest.mark.skipif(not _user_namespaces(), reason="needs `unshare --user`")
-def test_skipped_slurm_tests_are_announced_loudly(tmp_path):
+def _as_non_root(tmp_path, ci: str) -> subprocess.CompletedProcess:
     # In a user namespace of its own this process is uid 65534: not root, as for most users.
-    r = subprocess.run([
+    return subprocess.run([
         "unshare", "--user", sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
         f"--basetemp={tmp_path / 'bt'}", "-q", "tests/slurm/test_requeue.py"
     ],
-                       cwd=REPO,
-                       capture_output=True,
-                       text=True,
-                       env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+                          cwd=REPO,
+                          capture_output=True,
+                          text=True,
+                          env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1", CI=ci))
+
+
+@pytest.mark.skipif(not _user_namespaces(), reason="needs `unshare --user`")
+def test_skipped_slurm_tests_are_announced_loudly(tmp_path):
+    r = _as_non_root(tmp_path, ci="")
     assert r.returncode == 0, r.stdout[-3000:]
     out = r.stdout
     # Once when it happens, once at the end: not only in the -ra summary.
@@ -74,3 +78,16 @@ def test_skipped_slurm_tests_are_announced_loudly(tmp_path):
     assert "1 REAL-SLURM TESTS WERE SKIPPED" in out
     assert out.count("why: the test Slurm cluster needs root") == 2, out
     assert out.index("WERE SKIPPED") < out.index("short test summary info")
+
+
+@pytest.mark.skipif(not _user_namespaces(), reason="needs `unshare --user`")
+def test_slurm_tests_that_cannot_run_fail_ci_saying_why_and_the_fix(tmp_path):
+    r = _as_non_root(tmp_path, ci="true")
+    assert r.returncode == 1, r.stdout[-3000:]
+    out = r.stdout
+    assert "THE REAL-SLURM TESTS CANNOT RUN" in out, out
+    assert "1 REAL-SLURM TESTS FAILED (CI=true)" in out, out
+    assert "1 error" in out, out
+    assert ("cannot run here: real-Slurm tests need network namespaces: the test Slurm cluster "
+            "needs root") in out, out
+    assert "fix: run the tests as root on Linux with network namespaces" in out, out

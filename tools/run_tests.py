@@ -19,15 +19,23 @@ part 1's output is shown when it ends. TESTS_WORKERS=N sets part 2's workers (1:
     python tools/run_tests.py NAME [MARKER-EXPRESSION] [-- PYTEST-ARGS...]
 
 MARKER-EXPRESSION narrows the whole selection (e.g. "not slurm and not default_stack"). The
-exit status is the first failing part's (pytest's "no tests collected" counts as success).
+exit status is the first failing part's. A part the selection rules out (the Slurm part under
+"not slurm") is not run; a part it leaves in that collects no test (pytest's "no tests
+collected") fails: a suite that ran none of a part has not tested it. What the parts skipped is
+summed up at the end with each reason (tests/cannot_run.py: under CI=true a test that cannot run
+on this machine fails instead).
 """
 
 from __future__ import annotations
 
+import configparser
+import itertools
 import os
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,8 +78,48 @@ def narrowed(selection: str, part: str) -> str:
     return f"({selection}) and ({part})" if selection.strip() else part
 
 
+def markers() -> list[str]:
+    """The suite's markers (setup.cfg's [tool:pytest] markers)."""
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    lines = config.get("tool:pytest", "markers", fallback="").strip().splitlines()
+    return [line.split(":", 1)[0].strip() for line in lines if line.strip()]
+
+
+def can_select(expression: str, names: list[str]) -> bool:
+    """Whether a test marked with some of `names` can match the marker `expression` (pytest's -m
+    syntax: names, and, or, not, parentheses; Python's own boolean syntax). False: the
+    expression rules every test out, so a part with it is empty by design."""
+    code = compile(expression, "<marker expression>", "eval")
+    for marks in itertools.product((False, True), repeat=len(names)):
+        # A name that is no marker (a typo, a keyword) matches no test.
+        scope = dict.fromkeys(code.co_names, False) | dict(zip(names, marks))
+        if eval(code, {"__builtins__": {}}, scope):
+            return True
+    return False
+
+
 def ok(status: int) -> bool:
-    return status in (0, NO_TESTS)
+    return status == 0
+
+
+def skips(path: Path) -> Counter:
+    """The reasons of the tests a part's JUnit XML says were skipped, with how many each."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return Counter()
+    return Counter((skipped.get("message") or "").removeprefix("Skipped: ")
+                   for skipped in root.iter("skipped"))
+
+
+def run_part(name: str, part: str, selection: str, extra: list[str], **popen) -> subprocess.Popen:
+    """Starts one part's pytest, or a no-op where `selection` rules out every test."""
+    if not can_select(selection, markers()):
+        print(f"run_tests: {name}: the {part} part is not selected ({selection})", flush=True)
+        (REPORTS / f"{name}-{part}.xml").unlink(missing_ok=True)  # an earlier run's
+        return subprocess.Popen([sys.executable, "-c", ""], **popen)
+    return subprocess.Popen(pytest_command(name, part, selection, extra), cwd=REPO, **popen)
 
 
 def main(argv: list[str]) -> int:
@@ -88,21 +136,20 @@ def main(argv: list[str]) -> int:
 
     log_path = REPORTS / f"{name}-slurm.log"
     with open(log_path, "w") as log:
-        beside = subprocess.Popen(pytest_command(name, "slurm", narrowed(selection, "slurm"),
-                                                 extra),
-                                  cwd=REPO,
-                                  stdout=log,
-                                  stderr=subprocess.STDOUT,
-                                  stdin=subprocess.DEVNULL)
+        beside = run_part(name,
+                          "slurm",
+                          narrowed(selection, "slurm"),
+                          extra,
+                          stdout=log,
+                          stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL)
         print(
             f"run_tests: {name}: the Slurm tests run beside the others (pid {beside.pid}, "
             f"output: {log_path.relative_to(REPO)}, shown when they end)",
             flush=True)
         try:
-            main_status = subprocess.call(pytest_command(
-                name, "main", narrowed(selection, "not slurm and not alone"),
-                workers() + extra),
-                                          cwd=REPO)
+            main_status = run_part(name, "main", narrowed(selection, "not slurm and not alone"),
+                                   workers() + extra).wait()
             slurm_status = beside.wait()
             beside_cpu = busy_since(start_cpu)
         finally:  # interrupted: the Slurm tests end too (their fixture stops the cluster)
@@ -115,16 +162,19 @@ def main(argv: list[str]) -> int:
     print(f"---- run_tests: {name}: the tests marked alone, with nothing beside them ----",
           flush=True)
     alone_cpu = cpu_jiffies()
-    alone_status = subprocess.call(pytest_command(name, "alone",
-                                                  narrowed(selection, "alone and not slurm"),
-                                                  extra),
-                                   cwd=REPO)
+    alone_status = run_part(name, "alone", narrowed(selection, "alone and not slurm"), extra).wait()
     statuses = {"others": main_status, "slurm": slurm_status, "alone": alone_status}
     took = time.monotonic() - start
     print(f"run_tests: {name}: {took / 60:.1f} min ({beside_cpu} while the Slurm tests and the "
           f"others ran, {busy_since(alone_cpu)} for the alone ones); pytest exit status per "
           "part: " + ", ".join(f"{part} {status}" for part, status in statuses.items()),
           flush=True)
+    for part in ("main", "slurm", "alone"):
+        for reason, n in sorted(skips(REPORTS / f"{name}-{part}.xml").items()):
+            print(f"run_tests: {name}: {part}: {n} skipped: {reason}", flush=True)
+    for part, status in statuses.items():
+        if status == NO_TESTS:
+            print(f"run_tests: {name}: the {part} part collected no test: a failure", flush=True)
     failed = [status for status in statuses.values() if not ok(status)]
     return failed[0] if failed else 0
 

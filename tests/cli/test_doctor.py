@@ -16,6 +16,7 @@ from importlib.metadata import version
 
 import pytest
 
+from tests.cannot_run import cannot_run
 from tests.cluster.test_slurm import step
 from tests.helpers import TFDIST, clean_environ, free_port
 from tests.slurm.conftest import jobdir, slurm  # noqa: F401  (fixtures)
@@ -475,7 +476,7 @@ def test_tensorflow_and_horovod_load(tmp_path):
     [hvd_line] = lines(r, "horovod")
     if "horovod_missing" in hvd_line or "not installed" in hvd_line:
         assert r.returncode == 1 and hvd_line.startswith("PROBLEM  horovod: Horovod is not")
-        pytest.skip("Horovod is not installed (make horovod)")
+        cannot_run("Horovod is not installed", "`make horovod` builds and installs it")
     assert hvd_line.startswith("ok       horovod: Horovod 0.28."), r.stdout
     assert r.returncode == 0, r.stdout
 

@@ -70,7 +70,10 @@ def test_one_failure_stops_the_others_and_is_the_exit_status():
     assert r.returncode == 7
     assert "rank 2 exited with status 7; stopping the other 2 process(es)" in r.stderr
     assert_nothing_left()
-    assert time.monotonic() - start < 300  # also launch()'s timeout
+    # Not a speed: the others get SIGTERM at once (sleep ends on it); 60 s is many times that
+    # and far below launch()'s timeout, so a launcher that waited for them would fail here.
+    took = time.monotonic() - start
+    assert took < 60, took
 
 
 def test_what_a_rank_leaves_in_its_group_is_stopped_after_grace():

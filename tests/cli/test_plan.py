@@ -2,7 +2,6 @@
 TensorFlow measures on this machine's CPU (the factor stated in docs/planning.md)."""
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,10 @@ TFDIST = str(Path(sys.executable).parent / "tfdist")
 # Each plan imports TensorFlow and builds a model in a process; the factors it checks were measured
 # on the default stack (bench/results/plan).
 pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
+# The small CNN's bound (its workspace, below): 1.38x on an AVX-512 CPU, 8.2x on an AVX2-only one
+# (2026-11-25), 1.19 and 1.22 on this one (2026-11-26). 12x leaves room for another CPU's kernels
+# and still fails a plan whose estimate lost the weights or the activations.
+CNN_WORKSPACE_FACTOR = 12
 
 
 def plan(*args):
@@ -66,5 +69,6 @@ def test_estimate_is_within_the_stated_factor_of_tensorflows_measured_peak(model
         # not on the model: 1.38x the estimate on an AVX-512 CPU (2026-11-23), 8.2x (37 MB against
         # 4.5 MB; 2.5x at batch 256) on an AVX2-only one, with oneDNN on or off (2026-11-25).
         assert x["factor"] <= high, x
+    else:
+        assert x["factor"] <= CNN_WORKSPACE_FACTOR, x
     print(f"{model} batch {batch} {optimizer}: measured/estimate {x['factor']:.2f}")
-    assert not math.isnan(x["factor"])

@@ -46,6 +46,13 @@ def record_device_creation():
     context.Context.ensure_initialized = ensure_initialized
 
 
+def communication(strategy):
+    """The CommunicationImplementation a MultiWorkerMirroredStrategy was made with (None for
+    another strategy)."""
+    options = getattr(strategy.extended, "_communication_options", None)
+    return None if options is None else options.implementation.name
+
+
 def main(strategy, gpus, *modes):
     stand_in_gpus(int(gpus))
     record_device_creation()
@@ -57,13 +64,16 @@ def main(strategy, gpus, *modes):
         print("GPU_PIN " + json.dumps({"error": f"{type(e).__name__}: {e}", "told": told}))
         return
     rt.barrier()  # a collective: every engine has created its devices by now
-    print("GPU_PIN " + json.dumps({
-        "rank": rt.rank,
-        "told": told,
-        "plan": rt.gpus.as_dict(),
-        "collective": getattr(rt.engine, "collective", None),
-    }),
-          flush=True)
+    print(
+        "GPU_PIN " + json.dumps({
+            "rank": rt.rank,
+            "told": told,
+            "plan": rt.gpus.as_dict(),
+            "collective": getattr(rt.engine, "collective", None),
+            # What the strategy all-reduces with: the options TensorFlow's strategy was built with.
+            "implementation": communication(rt.strategy),
+        }),
+        flush=True)
     rt.shutdown()
 
 

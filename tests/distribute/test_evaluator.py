@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.helpers import TFDIST, launch, reached
+from tests.helpers import TFDIST, WAIT, launch, reached
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ def test_evaluator_follows_the_checkpoints(tmp_path):
         "--lr=0.001",
         f"--model_dir={model_dir}",
         env={"TFDIST_VERBOSE": "1"},  # the other tasks' lines too
-        timeout=900)
+        timeout=WAIT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     metrics = json.loads((model_dir / "metrics.json").read_text())
     # chief + 1 ps + 1 worker train; task 3 only evaluates.
@@ -40,6 +40,7 @@ def test_evaluator_follows_the_checkpoints(tmp_path):
     assert (last["epoch"], last["step"]) == (6, 0)
     assert last["global_step"] == 6 * metrics["steps_per_epoch"]
     assert last["metrics"]["accuracy"] == pytest.approx(metrics["final"]["test_accuracy"], abs=1e-6)
+    # 0.958 (345 of 360) in each of 2 runs here (2026-11-26); 0.9 leaves 21 samples of margin.
     assert reached(last["metrics"]["accuracy"], 0.9)
     assert list((model_dir / "logs" / "eval").glob("events.out.tfevents.*"))
     assert "[3] tfdist train: evaluator: " in r.stdout

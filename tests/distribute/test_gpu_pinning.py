@@ -51,7 +51,9 @@ def test_multi_worker_one_task_per_gpu_uses_nccl():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     ranks = results(r)
     assert [f["told"]["visible_device_list"] for f in ranks] == ["0", "1"]
-    assert [f["collective"] for f in ranks] == ["nccl", "nccl"]
+    assert [f["collective"] for f in ranks] == ["nccl", "nccl"]  # what tfdist chose
+    # ... and what TensorFlow's strategy was made with, the all-reduce it runs: NCCL.
+    assert [f["implementation"] for f in ranks] == ["NCCL", "NCCL"], ranks
 
 
 @pytest.mark.slow

@@ -20,7 +20,8 @@ from tfdist import env_vars
 
 from tests.distribute.test_same_math import SCRIPT, assert_same_ranks, assert_same_weights, load
 from tests.distribute.test_same_math import single  # noqa: F401  (a fixture)
-from tests.helpers import TFDIST, reached, requires_horovod, run
+from tests.cannot_run import cannot_run
+from tests.helpers import TFDIST, WAIT, reached, requires_horovod, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
 
@@ -36,11 +37,13 @@ LAUNCHERS = {
 
 def launcher(name: str) -> list[str]:
     """The command line that starts 2 processes. Installs the Debian package when it is missing
-    (as tools/slurm/cluster.sh installs Slurm); skips saying why where it cannot (not root)."""
+    (as tools/slurm/cluster.sh installs Slurm); where it cannot (not root), the test cannot run
+    (tests/cannot_run.py: a skip, a failure under CI)."""
     package, binary, command = LAUNCHERS[name]
     if shutil.which(binary) is None:
         if os.geteuid() != 0 or shutil.which("apt-get") is None:
-            pytest.skip(f"{binary} is missing: `apt-get install {package}` (as root) adds it")
+            cannot_run(f"{binary} is missing and this is not root",
+                       f"`apt-get install {package}` (as root) adds it")
         # The test Slurm cluster's lock: its `up` installs Slurm with apt-get under it at the
         # start of `make test`, and two apt-gets at once fail on dpkg's own lock.
         path = os.environ.get(env_vars.SLURM_LOCK.name, "/run/lock/tfdist-slurm.lock")
@@ -67,7 +70,7 @@ def launcher(name: str) -> list[str]:
 ])
 def test_a_users_script_trains_as_one_job(name, strategy, keras, single, tmp_path):  # noqa: F811
     out = tmp_path / "w.npz"
-    r = run([*launcher(name), sys.executable, SCRIPT, strategy, out, keras], timeout=600)
+    r = run([*launcher(name), sys.executable, SCRIPT, strategy, out, keras], timeout=WAIT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert_same_weights(single(keras), load(out), 2)  # 2 replicas: one worker's math
     assert_same_ranks(load(out), load(f"{out}.rank1.npz"))
@@ -83,7 +86,7 @@ def test_tfdist_train_learns_digits_as_two_ranks(name, strategy, tmp_path):
         *launcher(name), TFDIST, "train", f"--strategy={strategy}", "--pipeline=digits",
         f"--model_dir={model_dir}"
     ],
-            timeout=900)
+            timeout=WAIT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert (metrics["strategy"], metrics["world_size"], metrics["num_replicas"]) == (strategy, 2, 2)

@@ -59,6 +59,7 @@ def test_preempted_at_an_epoch_end_and_resumed_there(tmp_path):
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["resumed_from"] == [epoch, 0]
     assert_nothing_left()  # after a preemption and a finished run
+    # 0.950 (342 of 360) in each of 2 runs here (2026-11-26); 0.9 leaves 18 samples.
     assert reached(metrics["final"]["test_accuracy"], 0.9), metrics["final"]
 
 
@@ -116,4 +117,5 @@ def test_a_lost_worker_leaves_its_steps_to_the_others(tmp_path):
     assert "Worker /job:worker/replica:0/task:1 failed" in log, log[-3000:]
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["epochs"] == 6, metrics
+    # 0.972 and 0.967 (350, 348 of 360) in 2 runs here (2026-11-26); 0.9 leaves 24 samples.
     assert reached(metrics["final"]["test_accuracy"], 0.9), metrics["final"]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.helpers import TFDIST, launch, reached, requires_horovod
+from tests.helpers import TFDIST, WAIT, launch, reached, requires_horovod
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def parameter_server_run(tmp_path_factory):
                                 "--strategy=parameter_server",
                                 f"--seed={seed}",
                                 f"--model_dir={model_dir}",
-                                timeout=900), model_dir
+                                timeout=WAIT), model_dir
         return done[seed]
 
     return run
@@ -64,7 +64,7 @@ def test_digits_reaches_095(strategy, n, extra, replicas, tmp_path, parameter_se
                    "--pipeline=digits",
                    f"--model_dir={model_dir}",
                    *extra,
-                   timeout=900)
+                   timeout=WAIT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert metrics["strategy"] == strategy

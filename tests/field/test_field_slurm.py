@@ -12,7 +12,7 @@ import shlex
 import pytest
 
 from tests.field.helpers import BIN, HERE, MIN_ACCURACY, epochs_started
-from tests.helpers import requires_horovod
+from tests.helpers import WAIT, requires_horovod
 from tests.slurm.test_jobs import N1, N2, run, training_tasks
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -94,7 +94,7 @@ def test_field_script_as_a_batch_job(slurm, jobdir, name, route):
             keras="export TF_USE_LEGACY_KERAS=1\n" if name in TF_KERAS_SCRIPTS else "",
             bin=BIN,
             command=shlex.join(command))
-        job = slurm.sbatch(script, workdir=jobdir, timeout=600)
+        job = slurm.sbatch(script, workdir=jobdir, timeout=WAIT)
     assert job.state == "COMPLETED", job.describe()
     (res, ) = job.json_files("result.json")
     assert res[key] == value and res["test_accuracy"] >= MIN_ACCURACY, (res, job.describe())

@@ -4,7 +4,7 @@ Each node is a network namespace; each task's gloo interface is chosen towards r
 import numpy as np
 import pytest
 
-from tests.helpers import requires_horovod
+from tests.helpers import WAIT, requires_horovod
 from tests.horovod.helpers import WORKER
 from tests.slurm.conftest import PYTHON, jobdir, slurm  # noqa: F401  (fixtures)
 
@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.horovod, requires
 def srun_job(slurm, jobdir, mode, sbatch_args):  # noqa: F811
     script = (f"export TF_CPP_MIN_LOG_LEVEL=2 HOROVOD_GLOO_TIMEOUT_SECONDS=60\n"
               f"srun --kill-on-bad-exit=1 {PYTHON} {WORKER} {mode} {jobdir}/{mode}-{{rank}}.json\n")
-    job = slurm.sbatch(script, *sbatch_args, workdir=jobdir, timeout=600)
+    job = slurm.sbatch(script, *sbatch_args, workdir=jobdir, timeout=WAIT)
     assert job.state == "COMPLETED", job.describe()
     return job
 

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.cannot_run import unless
 from tests.helpers import assert_nothing_left, free_port_base, listening, requires_horovod
 from tests.horovod.helpers import finish, start_task
 
@@ -119,7 +120,8 @@ def _can_unshare_uts():
         return False
 
 
-@pytest.mark.skipif(not _can_unshare_uts(), reason="needs root and `unshare --uts`")
+@unless(_can_unshare_uts(), "the Horovod patch test needs root and `unshare --uts`",
+        "run the tests as root on Linux (util-linux's unshare)")
 def test_the_gloo_interface_is_used_even_where_the_hostname_does_not_resolve(tmp_path):
     """Each rank in its own UTS namespace with a hostname that resolves nowhere (as on nodes whose
     hostname maps to 127.0.0.1 or an unreachable network). Upstream Horovod 0.28.1 ignores

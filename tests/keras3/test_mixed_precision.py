@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PYTHON, assert_one_skipped_step, launch, run
+from tests.helpers import PYTHON, WAIT, assert_one_skipped_step, launch, run
 
 HERE = Path(__file__).parent
 SCRIPT = str(HERE / "mixed_script.py")
@@ -21,7 +21,7 @@ def results(proc, tmp_path, n):
 
 @pytest.mark.slow
 def test_multi_worker_ranks_skip_the_step_that_overflows_on_one_rank(tmp_path):
-    r0, r1 = results(launch(2, PYTHON, SCRIPT, "fit", tmp_path, timeout=600), tmp_path, 2)
+    r0, r1 = results(launch(2, PYTHON, SCRIPT, "fit", tmp_path, timeout=WAIT), tmp_path, 2)
     for r in (r0, r1):
         assert r["optimizer"] == "LossScaleOptimizer"
         assert_one_skipped_step(r, OVERFLOW_STEP, STEPS)
@@ -32,7 +32,7 @@ def test_multi_worker_ranks_skip_the_step_that_overflows_on_one_rank(tmp_path):
 def test_mirrored_replicas_skip_the_step_that_overflows_on_one_replica(tmp_path):
     """Keras alone decides on the first replica's gradients and applies replica 1's inf: the
     weights become nan (measured with `mixed_script.py mirrored_without`)."""
-    [result] = results(run([PYTHON, SCRIPT, "mirrored", tmp_path], timeout=600), tmp_path, 1)
+    [result] = results(run([PYTHON, SCRIPT, "mirrored", tmp_path], timeout=WAIT), tmp_path, 1)
     assert result["optimizer"] == "LossScaleOptimizer"
     assert_one_skipped_step(result, OVERFLOW_STEP, STEPS)
 
@@ -47,7 +47,7 @@ def test_mirrored_replicas_skip_the_step_that_overflows_on_one_replica(tmp_path)
         ("check_without", [True, False]),
     ])
 def test_the_decision_is_every_ranks_only_with_the_correction(mode, decisions, tmp_path):
-    found = results(launch(2, PYTHON, SCRIPT, mode, tmp_path, timeout=600), tmp_path, 2)
+    found = results(launch(2, PYTHON, SCRIPT, mode, tmp_path, timeout=WAIT), tmp_path, 2)
     assert [r["finite"] for r in found] == decisions
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PYTHON, launch, reached
+from tests.helpers import PYTHON, WAIT, launch, reached
 
 pytestmark = pytest.mark.slow
 
@@ -17,9 +17,10 @@ def test_chief_ps_and_two_workers_learn_digits_and_the_evaluator_follows(tmp_pat
     """Chief + 1 ps + 2 workers train; the fifth task, the evaluator, evaluates the chief's
     checkpoints (tfdist.train.sidecar) with a Keras 3 model of its own."""
     epochs = 8
-    r = launch(5, PYTHON, SCRIPT, tmp_path, epochs, timeout=900)
+    r = launch(5, PYTHON, SCRIPT, tmp_path, epochs, timeout=WAIT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
     res = json.loads((tmp_path / "result.json").read_text())
+    # 0.975 and 0.982 (387, 390 of 397) in 2 runs here (2026-11-26); 0.95 (378) leaves 9-12.
     assert res["workers"] == 2 and reached(res["test_accuracy"], 0.95, n=397), res
     # Every scheduled step ran (on the workers: the chief only schedules) before fit returned.
     assert res["iterations"] == epochs * 50, res

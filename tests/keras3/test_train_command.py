@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.helpers import TFDIST, launch, reached, requires_horovod
+from tests.helpers import TFDIST, WAIT, launch, reached, requires_horovod
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ def train(n, tmp_path, *flags):
                f"--model_dir={model_dir}",
                *flags,
                env={"TFDIST_VERBOSE": "1"},
-               timeout=900)
+               timeout=WAIT)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     return r, json.loads((model_dir / "metrics.json").read_text())
 
@@ -34,6 +34,7 @@ def train(n, tmp_path, *flags):
 def test_horovod(tmp_path):
     _, metrics = train(2, tmp_path, "--strategy=horovod", "--epochs=6")
     assert (metrics["keras"], metrics["strategy"], metrics["world_size"]) == (3, "horovod", 2)
+    # 0.989 (356 of 360) in each of 2 runs here (2026-11-26); 0.95 leaves 14 samples.
     assert reached(metrics["final"]["test_accuracy"], 0.95), metrics["final"]
 
 
@@ -43,6 +44,8 @@ def test_parameter_server_with_the_evaluator(tmp_path):
     r, metrics = train(4, tmp_path, "--strategy=parameter_server", "--evaluator", "--epochs=6",
                        "--optimizer=adam", "--lr=0.001")
     assert (metrics["keras"], metrics["strategy"]) == (3, "parameter_server")
+    # 0.958 (345 of 360) in each of 2 runs here (2026-11-26): 0.95 (342) leaves only 3 samples,
+    # a thin margin for an asynchronous run; kept, not lowered, until a run says otherwise.
     assert reached(metrics["final"]["test_accuracy"], 0.95), metrics["final"]
     assert metrics["samples_per_sec"] > 0  # counted in the steps, on the workers
     line = next(x for x in r.stdout.splitlines() if x.startswith("[3] tfdist train: evaluations "))

@@ -5,9 +5,9 @@ namespace on a bridge) is started once per session by the `slurm` fixture and st
 unless it was started by hand (`make slurm-up`), TFDIST_SLURM_KEEP=1 is set, or another pytest
 session on this machine still uses it (each session holds a shared lock on USERS_LOCK; the last
 one out stops the cluster). Other test folders may import `slurm` and `jobdir` from here.
-Where the machine cannot make network namespaces (or we are not root) the tests are skipped, and
-the reason is said loudly: a banner when the first one is skipped and another at the end of the
-run, besides the `-ra` summary.
+Where the machine cannot make network namespaces (or we are not root) the tests cannot run
+(tests/cannot_run.py: skipped, failed under CI), and the reason is said loudly: a banner when the
+first one cannot run and another at the end of the run, besides the `-ra` summary.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cannot_run import cannot_run, in_ci
 from tests.helpers import PYTHON, REPO, TFDIST, clean_environ  # noqa: F401  (for the tests here)
 
 CLUSTER_SH = REPO / "tools" / "slurm" / "cluster.sh"
@@ -126,15 +127,36 @@ class SlurmCluster:
         pytest.fail(f"job {job_id} did not finish within {timeout:.0f} s "
                     f"(last state {job.state}, reason {info.get('Reason')})\n{job.describe()}")
 
+    def cancel_left(self, root: Path) -> list[str]:
+        """Cancels the jobs still queued or running whose working directory is under `root` (a
+        test's own, which every job of a test runs in) and prints the end of their logs; returns
+        their ids. What a test killed at its time limit (pytest-timeout) or failed before its job
+        ended leaves: without this it would run on ahead of the next tests' jobs."""
+        out = self.cmd("squeue", "-h", "-o", "%i|%T|%Z", check=False)
+        left = []
+        for line in out.splitlines():
+            job_id, state, workdir = (line.split("|", 2) + ["", ""])[:3]
+            if Path(workdir).resolve().is_relative_to(root.resolve()):
+                left.append(f"{job_id} ({state})")
+                self.cmd("scancel", job_id.strip(), check=False)
+        if left:
+            print(f"cancelled the job(s) this test left: {', '.join(left)}", file=sys.stderr)
+            for log in sorted(root.rglob("*.out")):
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-100:])
+                print(f"--- {log} (last 100 lines) ---\n{tail}", file=sys.stderr)
+        return left
+
     def sbatch(self, script: str, *sbatch_args: str, workdir: Path, timeout: float = 300) -> Job:
         """Submit and wait for the end (like `sbatch --wait`, without its up-to-10-s polling)."""
         return self.wait(self.submit(script, *sbatch_args, workdir=workdir), workdir, timeout)
 
 
-def _cannot_run_reason() -> str | None:
-    if not sys.platform.startswith("linux"):
-        return f"the test Slurm cluster needs Linux network namespaces; this is {sys.platform}"
-    if os.geteuid() != 0:
+def _cannot_run_reason(platform: str = sys.platform, euid: int | None = None) -> str | None:
+    """Why the test cluster cannot run on this machine (None: it can). `platform` and `euid` are
+    this machine's unless a test fakes them."""
+    if not platform.startswith("linux"):
+        return f"the test Slurm cluster needs Linux network namespaces; this is {platform}"
+    if (os.geteuid() if euid is None else euid) != 0:
         return "the test Slurm cluster needs root (network namespaces, bridge, /etc/hosts)"
     proc = subprocess.run(["bash", str(CLUSTER_SH), "check"], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -152,6 +174,8 @@ def _cluster_sh(command: str, timeout: float = 900) -> subprocess.CompletedProce
 
 
 SKIPPED = "real-Slurm tests need network namespaces: "
+FIX = ("run the tests as root on Linux with network namespaces (`ip netns add` works): "
+       "`tools/slurm/cluster.sh check` says what is missing")
 _skip_reason: list[str] = []
 
 
@@ -159,15 +183,20 @@ def _banner(terminal, title: str, reason: str) -> None:
     terminal.write_line("")
     terminal.write_sep("!", title, red=True, bold=True)
     terminal.write_line(f"why: {reason}", red=True, bold=True)
-    terminal.write_line("They need root and Linux network namespaces (`tools/slurm/cluster.sh "
-                        "check` says what is missing): the batch-job, requeue and multi-node tests "
-                        "are skipped.")
+    then = "fail: CI=true" if in_ci() else "are skipped"
+    terminal.write_line(
+        "They need root and Linux network namespaces (`tools/slurm/cluster.sh "
+        f"check` says what is missing): the batch-job, requeue and multi-node tests "
+        f"{then}.")
 
 
 def pytest_terminal_summary(terminalreporter):
-    skipped = [r for r in terminalreporter.stats.get("skipped", []) if SKIPPED in str(r.longrepr)]
+    stats = terminalreporter.stats
+    reports = stats.get("skipped", []) + stats.get("error", []) + stats.get("failed", [])
+    skipped = [r for r in reports if SKIPPED in str(r.longrepr)]
     if skipped and _skip_reason:
-        _banner(terminalreporter, f"{len(skipped)} REAL-SLURM TESTS WERE SKIPPED", _skip_reason[0])
+        then = "FAILED (CI=true)" if in_ci() else "WERE SKIPPED"
+        _banner(terminalreporter, f"{len(skipped)} REAL-SLURM TESTS {then}", _skip_reason[0])
 
 
 @pytest.fixture(scope="session")
@@ -182,8 +211,10 @@ def slurm(request):
                              for name in ("terminalreporter", "capturemanager"))
         if terminal is not None and capture is not None:
             with capture.global_and_fixture_disabled():  # to the terminal, now, not captured
-                _banner(terminal, "SKIPPING THE REAL-SLURM TESTS", reason)
-        pytest.skip(SKIPPED + reason)
+                title = "THE REAL-SLURM TESTS CANNOT RUN" if in_ci(
+                ) else "SKIPPING THE REAL-SLURM TESTS"
+                _banner(terminal, title, reason)
+        cannot_run(SKIPPED + reason, FIX)
     USERS_LOCK.parent.mkdir(parents=True, exist_ok=True)
     users = os.open(USERS_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(users, fcntl.LOCK_SH)  # waits while another session is taking the cluster down
@@ -212,8 +243,16 @@ def slurm(request):
 
 
 @pytest.fixture
-def jobdir(tmp_path: Path) -> Path:
-    """A directory for one job's script and output (the tasks share the file system)."""
+def jobdir(tmp_path: Path, request):
+    """A directory for one job's script and output (the tasks share the file system). At the
+    test's end, also when it failed or pytest-timeout stopped it, the jobs it left queued or
+    running (any working directory under its tmp_path) are cancelled, their logs printed."""
     d = tmp_path / "job"
     d.mkdir()
-    return d
+    yield d
+    if "slurm" in request.fixturenames:
+        try:
+            cluster = request.getfixturevalue("slurm")
+        except (pytest.skip.Exception, pytest.fail.Exception):  # no cluster, so no job
+            return
+        cluster.cancel_left(tmp_path)

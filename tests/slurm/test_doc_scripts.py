@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.helpers import PYTHON, REPO, reached
+from tests.helpers import PYTHON, REPO, WAIT, reached
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -32,7 +32,7 @@ def test_the_pages_own_batch_script_trains_and_writes_its_model_dir(slurm, jobdi
                        "--ntasks-per-node=1",
                        "--cpus-per-task=1",
                        workdir=jobdir,
-                       timeout=600)
+                       timeout=WAIT)
     assert job.state == "COMPLETED", job.describe()
     metrics = json.loads((jobdir / "runs" / "exp1" / "metrics.json").read_text())
     assert (metrics["world_size"], metrics["num_replicas"], metrics["epochs"]) == (2, 2, 2)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, WAIT
 from tests.slurm.test_jobs import submit
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -22,7 +22,7 @@ def test_a_hang_requeues_once_and_the_job_finishes(slurm, jobdir):
     job_id = submit(slurm, jobdir, "multi_worker.sbatch", "runs/hang", "--epochs=3",
                     f"--pipeline={RECIPE}", "--pipeline_option=block_after=30",
                     "--pipeline_option=first_run_only=true", "--watchdog_timeout=20")
-    job = slurm.wait(job_id, jobdir, timeout=900)
+    job = slurm.wait(job_id, jobdir, timeout=WAIT)
     log = job.log
     assert job.state == "COMPLETED", job.describe()
     assert job.info["Restarts"] == "1", job.describe()

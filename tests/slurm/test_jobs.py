@@ -14,12 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PYTHON, REPO, TFDIST, reached, requires_horovod
+from tests.helpers import PYTHON, REPO, TFDIST, WAIT, reached, requires_horovod, timeout_for
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 N1, N2 = "tfdist-node1", "tfdist-node2"
+# How long a test waits for a job's tasks to reach a point of their training (a pause, an epoch),
+# queueing included: the Slurm tests run one at a time and a test's leftover jobs are cancelled
+# (tests/slurm/conftest.py), so the queue holds at most this session's one job.
+REACHED = 300
 
 
 def submit(slurm, jobdir: Path, script: str, *args: str, sbatch=(), env=None) -> str:
@@ -40,7 +44,7 @@ def submit(slurm, jobdir: Path, script: str, *args: str, sbatch=(), env=None) ->
     return proc.stdout.strip().split(";")[0]
 
 
-def run(slurm, jobdir, script, *args, sbatch=(), env=None, timeout=600):
+def run(slurm, jobdir, script, *args, sbatch=(), env=None, timeout=WAIT):
     return slurm.wait(submit(slurm, jobdir, script, *args, sbatch=sbatch, env=env), jobdir, timeout)
 
 
@@ -96,7 +100,7 @@ def test_mirrored_one_task_two_devices(slurm, jobdir):
 
 
 def test_parameter_server_chief_ps_and_two_workers(slurm, jobdir):
-    job = run(slurm, jobdir, "parameter_server.sbatch", timeout=600)
+    job = run(slurm, jobdir, "parameter_server.sbatch")
     # Asynchronous: each worker steps on its own, so TensorFlow counts one replica in sync. Which
     # worker applies which step depends on timing, so the result varies run to run (0.967 seen
     # once): this test checks the job; test_parameter_server_defaults_learn_on_every_seed the
@@ -161,7 +165,7 @@ def test_killed_task_ends_the_job_within_a_minute(slurm, jobdir):
     # requeues the job (tests/slurm/test_hang_requeue.py); here the job must fail at once.
     job_id = submit(slurm, jobdir, "multi_worker.sbatch", env={"EPOCHS": 100000, "REQUEUE": 0})
     log = jobdir / f"slurm-{job_id}.out"
-    deadline = time.monotonic() + 600  # includes time queued behind other jobs
+    deadline = time.monotonic() + REACHED
     while "0: tfdist: epoch 2/100000: " not in (log.read_text() if log.exists() else ""):
         assert time.monotonic() < deadline, slurm.job_info(job_id)
         time.sleep(0.5)
@@ -192,7 +196,7 @@ def test_parameter_server_with_too_few_tasks_fails_at_once(slurm, jobdir, doctor
               "parameter_server.sbatch",
               sbatch=["--nodes=2", "--ntasks-per-node=1", "--time=2"],
               env={"DOCTOR": doctor},
-              timeout=600)
+              timeout=WAIT)
     assert job.state == "FAILED", job.describe()
     assert "needs at least 3 tasks (1 chief + 1 ps + at least 1 worker)" in job.log, job.describe()
     assert "training from epoch" not in job.log
@@ -206,7 +210,7 @@ def test_tfdist_train_without_srun_in_a_two_node_job_fails_at_once(slurm, jobdir
                        "--ntasks-per-node=1",
                        "--time=2",
                        workdir=jobdir,
-                       timeout=600)
+                       timeout=WAIT)
     assert job.state == "FAILED" and job.exit_code == 2, job.describe()
     assert "outside any srun step" in job.log and "srun" in job.log, job.describe()
 
@@ -217,7 +221,7 @@ def test_tfdist_train_without_srun_in_a_two_node_job_fails_at_once(slurm, jobdir
 def wait_for_pause(slurm, jobdir, job_id, tasks=2):
     """Until every task of the job logged that it waits after the test hook's step."""
     log = jobdir / f"slurm-{job_id}.out"
-    deadline = time.monotonic() + 600  # includes time queued behind other jobs
+    deadline = time.monotonic() + REACHED
     while (log.read_text() if log.exists() else "").count("paused at global step") < tasks:
         assert time.monotonic() < deadline, slurm.job_info(job_id)
         time.sleep(0.5)
@@ -230,6 +234,12 @@ def run_seconds(info: dict) -> int:
     return ((int(days or 0) * 24 + h) * 60 + m) * 60 + s
 
 
+# Its waits in turn: sbatch, every task paused, the requeue (the signal within about 90 s, the
+# checkpoint, the hold of ~11 s), the second run's end (the whole job took 90 s here).
+REQUEUED, FINISHED = 420, 300
+
+
+@timeout_for(30, REACHED, REQUEUED, 10 + 30, FINISHED)
 @pytest.mark.parametrize("own_script", [False, True], ids=["tfdist_train", "keras_digits"])
 def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
     # Every task waits after global step 30 (mid-epoch 2, the test hook) until the signal comes,
@@ -266,7 +276,7 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
         slurm.cmd("scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit}")
     # While the requeued job is held (~11 s) give its second run room to finish: with the same
     # short limit it might be signalled and requeued again, also correct but not one clear story.
-    deadline = time.monotonic() + 420
+    deadline = time.monotonic() + REQUEUED
     while (info := slurm.job_info(job_id)).get("Restarts") != "1":
         if info.get("JobState") in ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"):
             pytest.fail(f"job {job_id} ended without requeue\n" +
@@ -274,7 +284,7 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
         assert time.monotonic() < deadline, info
         time.sleep(0.5)
     slurm.cmd("scontrol", "update", f"JobId={job_id}", "TimeLimit=10")
-    job = slurm.wait(job_id, jobdir, timeout=600)
+    job = slurm.wait(job_id, jobdir, timeout=FINISHED)
     log = job.log
     assert job.state == "COMPLETED", job.describe()
     assert job.info["Restarts"] == "1", job.describe()

@@ -12,7 +12,7 @@ import pytest
 from tests.distribute.test_mpirun import launcher
 from tests.distribute.test_same_math import SCRIPT, assert_same_ranks, assert_same_weights, load
 from tests.distribute.test_same_math import single  # noqa: F401  (a fixture)
-from tests.helpers import PYTHON
+from tests.helpers import PYTHON, WAIT
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -32,7 +32,7 @@ def test_two_nodes_train_as_one_job(name, strategy, slurm, jobdir, single):  # n
         f"{COMMANDS[name]} {PYTHON} {SCRIPT} {strategy} {out} 2\n"
         # Every rank's view, for the message of a failure.
         f"{COMMANDS[name]} {PYTHON} -m tfdist.cli.main env --strategy={strategy}\n")
-    job = slurm.sbatch(script, "--nodes=2", "--ntasks-per-node=1", workdir=jobdir, timeout=600)
+    job = slurm.sbatch(script, "--nodes=2", "--ntasks-per-node=1", workdir=jobdir, timeout=WAIT)
     assert job.state == "COMPLETED", job.describe()
     assert_same_weights(single(2), load(out), 2)
     assert_same_ranks(load(out), load(f"{out}.rank1.npz"))

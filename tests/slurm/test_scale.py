@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from tests.helpers import WAIT
 from tests.slurm.test_jobs import check_python, run
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -41,7 +42,7 @@ def test_scale_sizes_1_and_2_on_two_nodes(slurm, jobdir, scaling, batches, lrs):
               "--steps=10",
               "--timed_epochs=2",
               env={"SCALING": scaling},
-              timeout=600)
+              timeout=WAIT)
     assert job.state == "COMPLETED", job.describe()
     assert "tfdist job: finished: every size measured" in job.log, job.describe()
     check_python(job.log)

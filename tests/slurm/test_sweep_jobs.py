@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import PYTHON, TFDIST
+from tests.helpers import PYTHON, TFDIST, timeout_for
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -45,6 +45,13 @@ def element_log(directory, index):
     return logs[-1].read_text() if logs else ""
 
 
+# Its waits in turn: submit; element 0 paused (queueing included: this session's jobs run one at a
+# time, leftovers are cancelled); the 4 elements done (the whole test took 61 s here); status;
+# resubmitted element 3 done; status twice, the same sweep again.
+PAUSED, DONE = 300, 300
+
+
+@timeout_for(60, PAUSED, DONE, 60, DONE, 60, 60)
 def test_a_sweep_runs_requeues_one_element_and_resubmits_a_failed_one(slurm, jobdir):
     directory, marker, go = jobdir / "sweep", jobdir / "broken", jobdir / "go"
     marker.write_text("")
@@ -69,7 +76,7 @@ def test_a_sweep_runs_requeues_one_element_and_resubmits_a_failed_one(slurm, job
                     })
     assert started.returncode == 0, started.stderr
     array = re.search(r"submitted array (\d+): element\(s\) 0-3 of 4", started.stdout).group(1)
-    deadline = time.monotonic() + 600  # includes time queued behind other jobs
+    deadline = time.monotonic() + PAUSED
     while "paused at global step" not in element_log(directory, 0):
         assert time.monotonic() < deadline, slurm.cmd("squeue")
         time.sleep(0.5)
@@ -80,7 +87,7 @@ def test_a_sweep_runs_requeues_one_element_and_resubmits_a_failed_one(slurm, job
                      element_log(directory, 0), re.M)[-1]
     os.kill(int(pid), signal.SIGUSR1)
     go.write_text("")
-    done = sweep(slurm, jobdir, "status", directory, "--wait", "--poll=1", timeout=900)
+    done = sweep(slurm, jobdir, "status", directory, "--wait", "--poll=1", timeout=DONE)
     shown = sweep(slurm, jobdir, "status", directory, "--format=json")
     rows = {r["index"]: r for r in json.loads(shown.stdout)}
     assert {
@@ -112,7 +119,7 @@ def test_a_sweep_runs_requeues_one_element_and_resubmits_a_failed_one(slurm, job
                   "--failed",
                   "--wait",
                   "--poll=1",
-                  timeout=900)
+                  timeout=DONE)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "element(s) 3 of 4" in again.stdout
     assert re.search(r"resuming from \S+ckpt-\d+ \(epoch 1, step 0\)", element_log(directory, 3))

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.helpers import launch, requires_horovod, run
+from tests.helpers import WAIT, launch, requires_horovod, run
 from tfdist.train.throughput import STALL_WARNING
 
 # The shares and agreements are the meter's and tfdist's own: the default stack only in CI; they
@@ -65,7 +65,7 @@ def test_slow_input_under_mirrored_two_devices(tmp_path):
     "strategy", ["multi_worker", pytest.param("horovod", marks=requires_horovod)])
 def test_slow_input_on_two_tasks(strategy, tmp_path):
     out = tmp_path / "out.json"
-    r = launch(2, sys.executable, SCRIPT, strategy, "slow", str(out), timeout=600)
+    r = launch(2, sys.executable, SCRIPT, strategy, "slow", str(out), timeout=WAIT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     results = [json.loads((tmp_path / f"out.json.{rank}").read_text()) for rank in (0, 1)]
     # Every task holds every task's share; the reported one is the largest.
@@ -104,7 +104,7 @@ def test_slow_input_on_two_tasks(strategy, tmp_path):
 def test_slow_input_under_parameter_server(tmp_path):
     # chief + 1 ps + 1 worker: the worker runs the steps and adds its waits on the ps.
     out = tmp_path / "out.json"
-    r = launch(3, sys.executable, SCRIPT, "parameter_server", "slow", str(out), timeout=600)
+    r = launch(3, sys.executable, SCRIPT, "parameter_server", "slow", str(out), timeout=WAIT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     result = json.loads((tmp_path / "out.json.0").read_text())
     assert all(s > 0.5 for s in result["input_wait"][1:]), result

@@ -12,7 +12,7 @@ import signal
 import numpy as np
 import pytest
 
-from tests.helpers import (TFDIST, assert_nothing_left, finish, launch, saved_model,
+from tests.helpers import (TFDIST, WAIT, assert_nothing_left, finish, launch, saved_model,
                            requires_horovod, run, start, wait_for)
 from tfdist.train.checkpoint import EXIT_AFTER_STEP, EXIT_WHILE_SAVING
 from tfdist.train.preemption import PAUSE_AFTER_STEP
@@ -155,7 +155,7 @@ def test_crash_while_writing_keeps_previous_checkpoint(tmp_path):
     assert sorted(p.name for p in ckpts.iterdir() if not p.name.startswith(".")) == ["ckpt-1"]
     assert any(p.name.startswith(".tmp-ckpt-2") for p in ckpts.iterdir()), list(ckpts.iterdir())
 
-    r = run([TFDIST, *TRAIN, *args, f"--model_dir={model_dir}"], timeout=900)
+    r = run([TFDIST, *TRAIN, *args, f"--model_dir={model_dir}"], timeout=WAIT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     log = r.stdout + r.stderr
     assert "removing .tmp-ckpt-2" in log

@@ -1,9 +1,11 @@
 """A subclassed model, whose variables do not exist before its first step (tf-keras builds it
-there; Keras 3 before the callbacks start), with tfdist's checkpoints: it trains, and a run
-stopped after 2 epochs and resumed to 4 ends with the same weights, optimizer slots and step as
-a run of 4. tf-keras fills the variables from the checkpoint as the first step makes them;
-a Keras 3 model is built from rt.dataset's element spec before the restore, and without it
-refused with what to do."""
+there; Keras 3 before the callbacks start), with tfdist's checkpoints: it trains, and a finished
+run of 2 epochs, extended to 4 (run again with --epochs 4: it resumes from its epoch-2 checkpoint),
+ends with the same weights, optimizer slots and step as a run of 4. A stop mid-epoch is not what
+this checks (killed after step 12 of 32 and resumed, the last layer's Adam slots differed from
+the straight run's here, 2026-11-26: a finding, not yet a test). tf-keras fills the variables
+from the checkpoint as the first step makes them; a Keras 3 model is built from rt.dataset's
+element spec before the restore, and without it refused with what to do."""
 
 import re
 
@@ -33,16 +35,16 @@ def final_state(model_dir):
 
 
 @pytest.mark.parametrize("keras", ["tf_keras", "keras3"])
-def test_a_subclassed_model_checkpoints_and_resumes_to_the_same_state(tmp_path, keras):
-    stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    for model_dir, epochs in ((stopped, 2), (stopped, 4), (straight, 4)):
+def test_a_subclassed_models_run_extended_from_2_to_4_epochs_ends_as_a_run_of_4(tmp_path, keras):
+    extended, straight = tmp_path / "extended", tmp_path / "straight"
+    for model_dir, epochs in ((extended, 2), (extended, 4), (straight, 4)):
         r = run([PYTHON, SCRIPT, model_dir, keras, epochs])
         out = r.stdout + r.stderr
         assert r.returncode == 0, out[-3000:]
-        if (model_dir, epochs) == (stopped, 4):
+        if (model_dir, epochs) == (extended, 4):
             assert re.search(r"tfdist: resuming from \S+/ckpt-16 \(epoch 2, step 0\)", out), out
 
-    (meta_a, state_a), (meta_b, state_b) = final_state(stopped), final_state(straight)
+    (meta_a, state_a), (meta_b, state_b) = final_state(extended), final_state(straight)
     assert meta_a["model"] == meta_b["model"] and meta_a["model"].startswith("Classifier with")
     assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"]) \
         == (4, 32)
