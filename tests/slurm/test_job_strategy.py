@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from tests.helpers import PYTHON, requires_horovod
+from tests.helpers import PYTHON, requires_horovod, timeout_for
 from tests.slurm.conftest import PROBES
-from tests.slurm.test_jobs import N1, N2, run, submit, training_tasks, wait_for_pause
+from tests.slurm.test_jobs import (N1, N2, REACHED, run, submit, training_tasks, wait_for_pause)
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -30,6 +30,7 @@ def results(log: str, name: str) -> dict[int, dict]:
 
 @requires_horovod
 @pytest.mark.horovod
+@timeout_for(REACHED, 300, 420)
 def test_a_two_line_script_trains_under_horovod_sbatch_and_resumes_after_its_requeue(slurm, jobdir):
     # As a user types it: sbatch --nodes=2 jobs/horovod.sbatch runs/hvd -- python script.py, the
     # script as on one device but for `import tfdist` and `tfdist.init()`. Both tasks wait after
