@@ -254,6 +254,7 @@ def init(strategy: str = "auto",
     import tfdist
     from tfdist.distribute import default_strategy
     from tfdist.distribute.devices import pin_gpus
+    from tfdist.train import user_callbacks
 
     tfdist._set_up_process()  # done at `import tfdist`, unless tfdist.cluster came first
     default_strategy.clear()  # an earlier init()'s, before this engine is made
@@ -278,6 +279,7 @@ def init(strategy: str = "auto",
     _explain_uncaught_failures(engine)
     if roles.trains:
         _guard_fit(engine)  # before the default changes: it asks what TensorFlow's own is
+        user_callbacks.install(engine)  # the script's own callbacks and saves: the chief writes
         default_strategy.make_default(engine.strategy)
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
         engine.serve()  # parameter_server's ps and worker tasks (the others train)

@@ -1,0 +1,125 @@
+"""A Keras script with Keras's own writing callbacks and saves, unchanged but for tfdist's two
+lines (marked). argv: KERAS (2: tf.keras under TF_USE_LEGACY_KERAS=1, 3: `import keras`), SHARED
+(the directory every rank's paths name, as on a shared file system), OUT (each rank writes
+OUT.<rank>.npz: its final weights, the epochs it ran, its logs per epoch), then optionally
+`crash` (every rank exits with status 3 in the second epoch's first step: the first epoch's
+callbacks done on every rank; a re-run resumes from BackupAndRestore's backup) or `check` (one
+plain process: loads the saved files and writes what it found to OUT.check.json).
+Each rank trains on its own samples (rank 1's are another part of digits), so a callback that
+reads a rank's own metrics would see other numbers on each rank."""
+
+import os
+import sys
+
+import numpy as np
+from sklearn.datasets import load_digits
+
+KERAS, SHARED, OUT = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+CRASH, CHECK = "crash" in sys.argv[4:], "check" in sys.argv[4:]
+if KERAS == 2:
+    from tensorflow import keras  # tf-keras: the test environment exports TF_USE_LEGACY_KERAS=1
+else:
+    import keras
+
+join = os.path.join
+
+
+def check():
+    """Load each saved file as a new process would; compare with each rank's final weights."""
+    import json
+
+    final = [np.load(f"{OUT}.{rank}.npz") for rank in (0, 1)]
+    found = {
+        "files":
+        sorted(os.path.relpath(join(d, f), SHARED) for d, _, fs in os.walk(SHARED) for f in fs)
+    }
+    for name in ("final.keras", "every.keras", "final.weights.h5", "best.weights.h5"):
+        if name.endswith(".keras"):
+            model = keras.models.load_model(join(SHARED, name))
+        else:
+            model = make_model()
+            model.load_weights(join(SHARED, name))
+        weights = model.get_weights()
+        found[name] = [
+            all(np.array_equal(w, s[f"arr_{i}"]) for i, w in enumerate(weights)) for s in final
+        ]
+    with open(f"{OUT}.check.json", "w") as f:
+        json.dump(found, f)
+
+
+def make_model():
+    keras.utils.set_random_seed(1)
+    return keras.Sequential([
+        keras.Input(shape=(64, )),
+        keras.layers.Dense(32, activation="relu"),
+        keras.layers.Dense(10, activation="softmax"),
+    ])
+
+
+if CHECK:
+    check()
+    sys.exit(0)
+
+import tfdist  # noqa: E402  # tfdist
+
+rt = tfdist.init()  # tfdist
+rank = int(os.environ.get("TFDIST_LAUNCH_RANK", "0"))
+
+digits = load_digits()
+x = (digits.images / 16.0).astype("float32").reshape(-1, 64)
+y = digits.target
+local = slice(0, 800) if rank == 0 else slice(800, 1600)  # other samples on each rank
+x_train, y_train = x[local], y[local]
+
+model = make_model()
+model.compile(loss="sparse_categorical_crossentropy",
+              optimizer=keras.optimizers.SGD(0.05),
+              metrics=["accuracy"])
+
+
+class Record(keras.callbacks.Callback):
+    """Each epoch's logs, and (`crash`) the exit in the second epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.epochs, self.logs = [], []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append(epoch)
+        self.logs.append([float(logs[k]) for k in sorted(logs) if k not in ("lr", "learning_rate")])
+
+    def on_train_batch_end(self, batch, logs=None):
+        # Past the second epoch's first all-reduce: every rank ended the first epoch's callbacks.
+        if CRASH and len(self.epochs) == 1:
+            sys.stdout.flush()
+            os._exit(3)
+
+
+record = Record()
+callbacks = [
+    keras.callbacks.BackupAndRestore(join(SHARED, "backup")),
+    keras.callbacks.ModelCheckpoint(join(SHARED, "every.keras")),
+    keras.callbacks.ModelCheckpoint(join(SHARED, "best.weights.h5"),
+                                    save_weights_only=True,
+                                    save_best_only=True,
+                                    monitor="val_loss"),
+    keras.callbacks.TensorBoard(join(SHARED, "tb")),
+    keras.callbacks.CSVLogger(join(SHARED, "log.csv")),
+    keras.callbacks.ReduceLROnPlateau(monitor="val_loss", factor=0.5, patience=0, min_delta=1e9),
+    keras.callbacks.EarlyStopping(monitor="val_loss", patience=1, min_delta=0.05),
+    record,
+]
+model.fit(x_train,
+          y_train,
+          batch_size=64,
+          epochs=5,
+          validation_split=0.2,
+          verbose=2,
+          callbacks=callbacks)
+model.save(join(SHARED, "final.keras"))
+model.save_weights(join(SHARED, "final.weights.h5"))
+np.savez(f"{OUT}.{rank}.npz",
+         epochs=np.array(record.epochs),
+         logs=np.array(record.logs),
+         lr=float(np.array(model.optimizer.learning_rate)),
+         *model.get_weights())
