@@ -3,8 +3,9 @@ lines (marked). argv: KERAS (2: tf.keras under TF_USE_LEGACY_KERAS=1, 3: `import
 (the directory every rank's paths name, as on a shared file system), OUT (each rank writes
 OUT.<rank>.npz: its final weights, the epochs it ran, its logs per epoch), then optionally
 `crash` (every rank exits with status 3 in the second epoch's first step: the first epoch's
-callbacks done on every rank; a re-run resumes from BackupAndRestore's backup) or `check` (one
-plain process: loads the saved files and writes what it found to OUT.check.json).
+callbacks done on every rank; a re-run resumes from BackupAndRestore's backup). After its saves the
+chief loads each saved file as a new program would (in a thread of its own: no strategy there)
+and writes what it found to OUT.check.json.
 Each rank trains on its own samples (rank 1's are another part of digits), so a callback that
 reads a rank's own metrics would see other numbers on each rank."""
 
@@ -15,7 +16,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 KERAS, SHARED, OUT = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-CRASH, CHECK = "crash" in sys.argv[4:], "check" in sys.argv[4:]
+CRASH = "crash" in sys.argv[4:]
 if KERAS == 2:
     from tensorflow import keras  # tf-keras: the test environment exports TF_USE_LEGACY_KERAS=1
 else:
@@ -24,25 +25,23 @@ else:
 join = os.path.join
 
 
-def check():
-    """Load each saved file as a new process would; compare with each rank's final weights."""
+def check(final):
+    """Load each saved file; compare its weights with `final`, the chief's."""
     import json
 
-    final = [np.load(f"{OUT}.{rank}.npz") for rank in (0, 1)]
     found = {
         "files":
         sorted(os.path.relpath(join(d, f), SHARED) for d, _, fs in os.walk(SHARED) for f in fs)
     }
     for name in ("final.keras", "every.keras", "final.weights.h5", "best.weights.h5"):
         if name.endswith(".keras"):
-            model = keras.models.load_model(join(SHARED, name))
+            loaded = keras.models.load_model(join(SHARED, name))
         else:
-            model = make_model()
-            model.load_weights(join(SHARED, name))
-        weights = model.get_weights()
-        found[name] = [
-            all(np.array_equal(w, s[f"arr_{i}"]) for i, w in enumerate(weights)) for s in final
-        ]
+            loaded = make_model()
+            loaded.load_weights(join(SHARED, name))
+        weights = loaded.get_weights()
+        found[name] = len(weights) == len(final) and all(
+            np.array_equal(w, f) for w, f in zip(weights, final))
     with open(f"{OUT}.check.json", "w") as f:
         json.dump(found, f)
 
@@ -55,10 +54,6 @@ def make_model():
         keras.layers.Dense(10, activation="softmax"),
     ])
 
-
-if CHECK:
-    check()
-    sys.exit(0)
 
 import tfdist  # noqa: E402  # tfdist
 
@@ -121,5 +116,11 @@ model.save_weights(join(SHARED, "final.weights.h5"))
 np.savez(f"{OUT}.{rank}.npz",
          epochs=np.array(record.epochs),
          logs=np.array(record.logs),
-         lr=float(np.array(model.optimizer.learning_rate)),
+         lr=float(model.optimizer.learning_rate.numpy()),
          *model.get_weights())
+if rank == 0:
+    import threading
+
+    checker = threading.Thread(target=check, args=(model.get_weights(), ))
+    checker.start()
+    checker.join()
