@@ -81,9 +81,16 @@ def _redirect_callbacks(call: user_fit.Call) -> None:
                 chief_path = getattr(callback, attribute)
                 setattr(callback, attribute, _elsewhere(chief_path))
                 setattr(callback, _MARK, chief_path)
+                _said(kind, chief_path, getattr(callback, attribute))
         if _is(callback, "BackupAndRestore"):
             _backup_reads_chiefs(callback)
             setattr(callback, _MARK, callback.backup_dir)
+            _said("BackupAndRestore", callback.backup_dir, "this task's temporary directory")
+
+
+def _said(what: str, chief_path, own_path) -> None:
+    log.info("%s: the chief writes %s; this task writes %s (removed at exit).", what, chief_path,
+             own_path)
 
 
 def _is(callback, kind: str) -> bool:
