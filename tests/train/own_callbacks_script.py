@@ -101,7 +101,7 @@ callbacks = [
     keras.callbacks.TensorBoard(join(SHARED, "tb")),
     keras.callbacks.CSVLogger(join(SHARED, "log.csv")),
     keras.callbacks.ReduceLROnPlateau(monitor="val_loss", factor=0.5, patience=0, min_delta=1e9),
-    keras.callbacks.EarlyStopping(monitor="val_loss", patience=1, min_delta=0.05),
+    keras.callbacks.EarlyStopping(monitor="val_loss", patience=1, min_delta=0.1),
     record,
 ]
 model.fit(x_train,

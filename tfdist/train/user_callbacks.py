@@ -9,9 +9,10 @@ ModelCheckpoint, BackupAndRestore and TensorBoard write a non-chief's copy to a 
 folder inside the user's directory and remove it, and its `model.save` / `save_weights` after
 fit have no such logic (both tasks wrote `final.weights.h5`, one died on its lock).
 
-Under MultiWorkerMirrored a save may read variables whose value is a collective over the tasks
-(tf-keras: "all workers need to perform `save()`"), so a non-chief task saves too, where nobody
-reads it. On a task that trains and is not the chief, tfdist:
+Under MultiWorkerMirrored a save runs collectives over the tasks (tf-keras: "all workers need to
+perform `save()`"; measured: the chief's `model.save` alone, the other task not saving, failed in
+a broadcast (Keras 3) or an all-reduce (tf-keras) once the other task had gone), so a non-chief
+task saves too, where nobody reads it. On a task that trains and is not the chief, tfdist:
 - points the path of each ModelCheckpoint, CSVLogger and TensorBoard to a folder of its own
   under a temporary directory of the task (removed at exit);
 - lets BackupAndRestore read the chief's backup at the start of fit (so every task resumes from
