@@ -3,7 +3,10 @@ lines (marked). argv: KERAS (2: tf.keras under TF_USE_LEGACY_KERAS=1, 3: `import
 (the directory every rank's paths name, as on a shared file system), OUT (each rank writes
 OUT.<rank>.npz: its final weights, the epochs it ran, its logs per epoch), then optionally
 `crash` (every rank exits with status 3 in the second epoch's first step: the first epoch's
-callbacks done on every rank; a re-run resumes from BackupAndRestore's backup). After its saves the
+callbacks done on every rank; a re-run resumes from BackupAndRestore's backup) or `interrupt`
+(the same stop by an exception in both ranks, then the script calls fit again, which resumes
+from the backup: one process start instead of two; OUT.<rank>.npz says whether the backup was
+there in between). After its saves the
 chief loads each saved file as a new program would (in a thread of its own: no strategy there)
 and writes what it found to OUT.check.json.
 Each rank trains on its own samples (rank 1's are another part of digits), so a callback that
@@ -16,7 +19,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 KERAS, SHARED, OUT = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-CRASH = "crash" in sys.argv[4:]
+CRASH, INTERRUPT = "crash" in sys.argv[4:], "interrupt" in sys.argv[4:]
 if KERAS == 2:
     from tensorflow import keras  # tf-keras: the test environment exports TF_USE_LEGACY_KERAS=1
 else:
@@ -73,11 +76,12 @@ model.compile(loss="sparse_categorical_crossentropy",
 
 
 class Record(keras.callbacks.Callback):
-    """Each epoch's logs, and (`crash`) the exit in the second epoch."""
+    """Each epoch's logs, and (`crash`, `interrupt`) the stop in the second epoch."""
 
     def __init__(self):
         super().__init__()
         self.epochs, self.logs = [], []
+        self.interrupt = INTERRUPT
 
     def on_epoch_end(self, epoch, logs=None):
         self.epochs.append(epoch)
@@ -88,6 +92,13 @@ class Record(keras.callbacks.Callback):
         if CRASH and len(self.epochs) == 1:
             sys.stdout.flush()
             os._exit(3)
+        if self.interrupt and len(self.epochs) == 1:
+            self.interrupt = False
+            raise Interrupted
+
+
+class Interrupted(Exception):
+    pass
 
 
 record = Record()
@@ -104,17 +115,31 @@ callbacks = [
     keras.callbacks.EarlyStopping(monitor="val_loss", patience=1, min_delta=0.1),
     record,
 ]
-model.fit(x_train,
-          y_train,
-          batch_size=64,
-          epochs=5,
-          validation_split=0.2,
-          verbose=2,
-          callbacks=callbacks)
+
+
+def fit():
+    model.fit(x_train,
+              y_train,
+              batch_size=64,
+              epochs=5,
+              validation_split=0.2,
+              verbose=2,
+              callbacks=callbacks)
+
+
+backup_left = False
+if INTERRUPT:
+    try:
+        fit()
+    except Interrupted:
+        backup_left = os.path.isdir(join(SHARED, "backup"))
+        record.epochs, record.logs = [], []
+fit()
 model.save(join(SHARED, "final.keras"))
 model.save_weights(join(SHARED, "final.weights.h5"))
 np.savez(f"{OUT}.{rank}.npz",
          epochs=np.array(record.epochs),
+         backup_left=backup_left,
          logs=np.array(record.logs),
          lr=float(model.optimizer.learning_rate.numpy()),
          *model.get_weights())
