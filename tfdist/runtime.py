@@ -249,12 +249,15 @@ def init(strategy: str = "auto",
     thread; tfdist.distribute.default_strategy): the model, optimizer and metrics built after
     init() live under it without `with rt.scope()`. Horovod's and one device's strategy is
     TensorFlow's own default: nothing changes there. A model built before init() is refused by
-    its fit where it would train alone (tfdist.keras_compat.strategy_guard).
+    its fit where it would train alone (tfdist.keras_compat.strategy_guard). Under horovod the
+    script's own compile and fit are made Horovod's (tfdist.distribute.horovod_fit): the
+    optimizer wrapped, the first weights broadcast, the data split per rank with `batch_size`
+    the global batch.
     """
     import tfdist
-    from tfdist.distribute import default_strategy
+    from tfdist.distribute import default_strategy, horovod_fit
+    from tfdist.train import auto_callbacks, user_callbacks
     from tfdist.distribute.devices import pin_gpus
-    from tfdist.train import user_callbacks
 
     tfdist._set_up_process()  # done at `import tfdist`, unless tfdist.cluster came first
     default_strategy.clear()  # an earlier init()'s, before this engine is made
@@ -281,6 +284,12 @@ def init(strategy: str = "auto",
         _guard_fit(engine)  # before the default changes: it asks what TensorFlow's own is
         user_callbacks.install(engine)  # the script's own callbacks and saves: the chief writes
         default_strategy.make_default(engine.strategy)
+        auto_callbacks.install(
+            lambda directory, batch: runtime.callbacks(directory, batch_size=batch), model_dir,
+            engine.num_replicas_in_sync)
+        horovod_fit.install(engine)  # after auto_callbacks: its hook sees the global batch
+    else:
+        auto_callbacks.uninstall()
     if not roles.trains and not roles.is_evaluator and serve_and_exit:
         engine.serve()  # parameter_server's ps and worker tasks (the others train)
         log.info("%s %s done: the chief has finished.", roles.task_type, roles.task_index)

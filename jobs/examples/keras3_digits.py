@@ -14,7 +14,7 @@ import argparse
 import json
 import os
 
-import tfdist  # tfdist: first (it corrects Keras 3 under MultiWorkerMirroredStrategy)
+import tfdist  # tfdist: anywhere among the imports (it corrects Keras 3 under multi_worker)
 import keras
 import tensorflow as tf
 from sklearn.datasets import load_digits
@@ -38,6 +38,7 @@ def main():
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--batch_size", type=int, default=32, help="per replica")
     parser.add_argument("--lr", type=float, default=0.05, help="for one replica")
+    # tfdist: the run directory (the jobs/ scripts set $MODEL_DIR)
     parser.add_argument("--model_dir", default=os.environ.get("MODEL_DIR", "runs/keras3_digits"))
     parser.add_argument("--verbose", type=int, default=2, help="Keras's fit verbosity")
     args = parser.parse_args()
@@ -74,12 +75,12 @@ def main():
         epochs=args.epochs,
         steps_per_epoch=steps,
         callbacks=callbacks,
-        verbose=args.verbose if rt.is_chief else 0)
+        verbose=args.verbose if rt.is_chief else 0)  # tfdist: the chief's progress only
 
     test_loss, test_accuracy = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
     # tfdist: into metrics.json (the chief writes)
     metrics = callbacks.summary.add(final=dict(test_accuracy=test_accuracy, test_loss=test_loss))
-    if rt.is_chief:
+    if rt.is_chief:  # tfdist: one task prints
         result = {k: metrics[k] for k in ("strategy", "world_size", "num_replicas", "epochs")}
         print(f"keras3_digits: {json.dumps(dict(result, test_accuracy=test_accuracy))}", flush=True)
 

@@ -5,8 +5,11 @@ replicas in sync, the final weights arr_0.. and the initial ones initial_0..), W
 the two lines, the model made after tfdist.init() as the script makes it; `scope`: made and
 compiled in `with rt.scope()` too; `before`: before init()), then optionally `mirrored`: one
 process with 2 logical CPUs (as a node with 2 GPUs) under tfdist.init(strategy="mirrored",
-cpu_devices=2), and `same_math`: the seeds fixed and the dropout rate 0, so that any number of
-workers trains the same math on the global batch (64) as one process."""
+cpu_devices=2), `same_math`: the seeds fixed and the dropout rate 0, so that any number of
+workers trains the same math on the global batch (64) as one process, `bn`: a BatchNormalization
+layer after the convolution and each worker's samples in its own order (its moving statistics
+then differ per worker unless averaged), `epochs=N` (default 2). OUT.<rank>.npz also holds
+`epochs_run`, the epochs this fit trained (fewer where it resumed)."""
 
 import contextlib
 import os
@@ -17,6 +20,8 @@ from sklearn.datasets import load_digits
 
 KERAS, OUT, WHEN = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 MIRRORED, SAME_MATH = "mirrored" in sys.argv[4:], "same_math" in sys.argv[4:]
+BN = "bn" in sys.argv[4:]
+EPOCHS = int(next((a.split("=")[1] for a in sys.argv[4:] if a.startswith("epochs=")), 2))
 if KERAS == 2:
     from tensorflow import keras  # tf-keras: the test environment exports TF_USE_LEGACY_KERAS=1
 else:
@@ -35,12 +40,16 @@ digits = load_digits()
 x = (digits.images / 16.0).astype("float32")[..., None]
 y = keras.utils.to_categorical(digits.target, num_classes)
 x_train, y_train = x[:1500], y[:1500]
+if BN:  # each worker its own order: different batches, different moving statistics
+    order = np.random.default_rng(int(os.environ.get("TFDIST_LAUNCH_RANK", "0"))).permutation(1500)
+    x_train, y_train = x_train[order], y_train[order]
 
 
 def make_model():
     return keras.Sequential([
         keras.Input(shape=input_shape),
         keras.layers.Conv2D(16, kernel_size=(3, 3), activation="relu"),
+        *([keras.layers.BatchNormalization()] if BN else []),
         keras.layers.Flatten(),
         keras.layers.Dropout(0.0 if SAME_MATH else 0.5),
         keras.layers.Dense(num_classes, activation="softmax"),
@@ -59,10 +68,11 @@ with rt.scope() if WHEN == "scope" else contextlib.nullcontext():  # tfdist (`sc
         model = make_model()
     model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
 initial = model.get_weights()
-model.fit(x_train, y_train, batch_size=64, epochs=2, validation_split=0.1, verbose=2)
+history = model.fit(x_train, y_train, batch_size=64, epochs=EPOCHS, validation_split=0.1, verbose=2)
 rank = os.environ.get("TFDIST_LAUNCH_RANK", "0")
 np.savez(f"{OUT}.{rank}.npz",
          replicas=model.distribute_strategy.num_replicas_in_sync,
+         epochs_run=len(history.history["loss"]),
          *model.get_weights(),
          **{
              f"initial_{i}": w

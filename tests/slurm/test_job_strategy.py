@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
 from tests.helpers import PYTHON, requires_horovod
 from tests.slurm.conftest import PROBES
-from tests.slurm.test_jobs import N1, N2, run, training_tasks
+from tests.slurm.test_jobs import N1, N2, run, submit, training_tasks, wait_for_pause
+from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -28,41 +30,71 @@ def results(log: str, name: str) -> dict[int, dict]:
 
 @requires_horovod
 @pytest.mark.horovod
-def test_a_script_with_only_init_trains_under_horovod_sbatch_in_its_model_dir(slurm, jobdir):
-    # As a user types it: sbatch --nodes=2 jobs/horovod.sbatch runs/hvd -- python script.py
-    job = run(slurm,
-              jobdir,
-              "horovod.sbatch",
-              "runs/hvd",
-              "--",
-              "python",
-              f"{PROBES}/digits_init_only.py",
-              sbatch=["--nodes=2"])
+def test_a_two_line_script_trains_under_horovod_sbatch_and_resumes_after_its_requeue(slurm, jobdir):
+    # As a user types it: sbatch --nodes=2 jobs/horovod.sbatch runs/hvd -- python script.py, the
+    # script as on one device but for `import tfdist` and `tfdist.init()`. Both tasks wait after
+    # global step 30 (in epoch 2; the test hook) until the time limit's signal, sent as soon as
+    # both wait by `scancel --signal=USR1` (the same signal to the same tasks as slurmctld's;
+    # the real limit: tests/slurm/test_jobs.py); the job requeues itself and its second run
+    # resumes from the checkpoint the first wrote into $MODEL_DIR.
+    job_id = submit(slurm,
+                    jobdir,
+                    "horovod.sbatch",
+                    "runs/hvd",
+                    "--",
+                    "python",
+                    f"{PROBES}/digits_init_only.py",
+                    sbatch=["--nodes=2"],
+                    env={
+                        "TFDIST_VERBOSE": 1,
+                        PAUSE_AFTER_STEP: 30
+                    })
+    wait_for_pause(slurm, jobdir, job_id)
+    slurm.cmd("scancel", "--signal=USR1", job_id)
+    deadline = time.monotonic() + 300  # the signal, the checkpoint, the requeue
+    while (info := slurm.job_info(job_id)).get("Restarts") != "1":
+        if info.get("JobState") in ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"):
+            pytest.fail(f"job {job_id} ended without requeue\n" +
+                        slurm.wait(job_id, jobdir, timeout=10).describe())
+        assert time.monotonic() < deadline, info
+        time.sleep(0.5)
+    job = slurm.wait(job_id, jobdir, timeout=420)
     assert job.state == "COMPLETED", job.describe()
-    assert training_tasks(job.log) == {0: N1, 1: N2}, job.describe()
+    first, _, second = job.log.partition("(SLURM_RESTART_COUNT=1)")
+    assert second, job.describe()
+    assert training_tasks(first) == {0: N1, 1: N2}, job.describe()
     model_dir = jobdir / "runs" / "hvd"
     # The log: the batch script's strategy, and tfdist.init()'s (the chief speaks for all).
     assert f"model dir {model_dir}, strategy horovod\n" in job.log, job.describe()
     assert re.search(
-        rf"^0: tfdist: slurm, rank 0 of 2 on {N1} \(local rank 0 of 1\), strategy horovod,",
-        job.log, re.M), job.describe()
-    assert re.findall(r"^(\d+): tfdist: model dir (\S+) \(from \$MODEL_DIR\)$", job.log,
+        rf"^0: tfdist: slurm, rank 0 of 2 on {N1} \(local rank 0 of 1\), strategy horovod,", first,
+        re.M), job.describe()
+    assert re.findall(r"^(\d+): tfdist: model dir (\S+) \(from \$MODEL_DIR\)$", first,
                       re.M) == [("0", str(model_dir))], job.describe()
-    # What each rank printed: Horovod, the job's directory, the same weights (one model).
-    res = results(job.log, "digits_init_only")
+    # Run 1: both tasks got the signal, stopped after the same step, the chief saved and requeued.
+    for rank in (0, 1):
+        assert re.search(rf"^{rank}: .*received SIGUSR1", first, re.M), job.describe()
+    assert re.search(r"^0: .*requeued Slurm job", first, re.M), job.describe()
+    assert "digits_init_only: " not in first, job.describe()  # its fit ended by the stop
+    saved = re.findall(r"^0: .*checkpoint \S+/(ckpt-\d+) \(epoch (\d+), step (\d+)\)$", first, re.M)
+    assert saved and int(saved[-1][1]) == 1 and int(saved[-1][2]) > 0, saved  # mid-epoch 2
+    # Run 2 resumes from that very checkpoint and finishes: Horovod, the job's directory, the
+    # same weights on both ranks (one model).
+    assert re.search(rf"^0: .*resuming from \S+/{saved[-1][0]} \(epoch 1, step {saved[-1][2]}\)",
+                     second, re.M), job.describe()
+    res = results(second, "digits_init_only")
     assert sorted(res) == [0, 1], job.describe()
     for rank, r in res.items():
         assert (r["strategy"], r["world_size"], r["model_dir"]) == ("horovod", 2, str(model_dir)), r
         assert r["accuracy"] > 0.5, r  # trained (chance: 0.1); 0.77 measured after 3 epochs
-    assert res[0]["weight_sum"] == pytest.approx(res[1]["weight_sum"], rel=1e-6), res
-    # Its files in MODEL_DIR: rt.callbacks()'s checkpoints and metrics.json, the chief's model.
+    assert res[0]["weight_sum"] == res[1]["weight_sum"], res
+    # Its files in MODEL_DIR: tfdist's checkpoints and metrics.json, the chief's model.
     metrics = json.loads((model_dir / "metrics.json").read_text())
     assert (metrics["strategy"], metrics["environment"]) == ("horovod", "slurm"), metrics
     assert (metrics["world_size"], metrics["num_replicas"], metrics["epochs"]) == (2, 2, 3)
-    checkpoints = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
-    assert len(checkpoints) >= 1 and all(c.startswith("ckpt-") for c in checkpoints), checkpoints
+    assert metrics["resumed_from"] is not None, metrics
     assert (model_dir / "model.keras").stat().st_size > 0
-    assert "tfdist job: finished: every task exited 0" in job.log
+    assert "tfdist job: finished: every task exited 0" in second
 
 
 @pytest.mark.parametrize("asked", ["multi_worker"])

@@ -44,9 +44,10 @@ def check_tensorflow(probe: Mapping[str, Any], gpus: int = 0) -> Result:
     if gpus and probe.get("tf_gpus", 0) < gpus:
         return Result(
             "tensorflow", WARN, f"{versions}, but TensorFlow sees {probe['tf_gpus']} of the "
-            f"{gpus} GPU(s) this task has: it would train on the CPU. Install a TensorFlow "
-            f"built for CUDA (pip install 'tensorflow[and-cuda]~={minor}.0') or load the CUDA "
-            "modules your site needs.")
+            f"{gpus} GPU(s) this task has: it would train on the CPU. Load your site's "
+            "TensorFlow or CUDA module, or install TensorFlow's CUDA libraries with tfdist's gpu "
+            "extra (pip install -e '/path/to/tfdist[gpu]' in your clone, which is pip install "
+            f"'tensorflow[and-cuda]~={minor}.0' for this TensorFlow; docs/get-started.md).")
     return Result("tensorflow", OK, f"{versions}, {probe.get('tf_gpus', 0)} GPU(s) in TensorFlow")
 
 

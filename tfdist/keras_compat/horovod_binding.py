@@ -272,3 +272,18 @@ def import_horovod_keras():
     """`horovod.tensorflow.keras` bound to tf.keras's Keras (imported now if need be)."""
     install()
     return importlib.import_module("horovod.tensorflow.keras")
+
+
+def is_distributed_optimizer(optimizer) -> bool:
+    """Whether `optimizer` already averages its gradients over Horovod's ranks: made by
+    `hvd.DistributedOptimizer` (Horovod copies its `_DistributedOptimizer`'s methods into a class
+    of the wrapped optimizer's name, for tf-keras; tfdist.keras_compat.horovod's class, for Keras
+    3), or a LossScaleOptimizer around one."""
+    cls = type(optimizer)
+    if "_allreduce" in vars(cls) and "register_local_var" in vars(cls):  # Horovod's, tf-keras
+        return True
+    if any(c.__name__ == "DistributedKeras3Optimizer" and c.__module__ == "tfdist.keras_compat."
+           "horovod" for c in cls.__mro__):
+        return True
+    inner = getattr(optimizer, "inner_optimizer", None)
+    return inner is not None and is_distributed_optimizer(inner)

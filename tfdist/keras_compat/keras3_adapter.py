@@ -39,6 +39,14 @@ def strategy_at_build(model):
     return getattr(model, "_distribute_strategy", None)
 
 
+def optimizer(identifier):
+    """The Keras 3 optimizer `compile` would make of `identifier` (a name such as "adam", a
+    config dict, or an optimizer, returned as it is)."""
+    import keras
+
+    return keras.optimizers.get(identifier)
+
+
 def build_optimizer(model) -> None:
     """Make the optimizer's variables before a restore, so every one of them is filled."""
     if not model.optimizer.built and model.trainable_variables:

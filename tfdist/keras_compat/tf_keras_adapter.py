@@ -38,6 +38,14 @@ def strategy_at_build(model):
     return getattr(model, "_distribution_strategy", None)
 
 
+def optimizer(identifier):
+    """The tf-keras optimizer `compile` would make of `identifier` (a name such as "adam", a
+    config dict, or an optimizer, returned as it is)."""
+    import tf_keras
+
+    return tf_keras.optimizers.get(identifier)
+
+
 def build_optimizer(model) -> None:
     """Make the optimizer's slot variables before a restore, so every one of them is filled."""
     if model.trainable_variables:

@@ -99,7 +99,8 @@ class _LayerStatistics(tf_keras.callbacks.Callback):
 class TrainingCallbacks(list):
     """The callbacks for model.fit, with handles on those a script may ask afterwards:
     `meter` (epoch_rates, epoch_input_wait), `checkpoint` (resumed_from), `preemption` and
-    `summary` (`summary.add(test_accuracy=...)` adds to metrics.json).
+    `summary` (`summary.add(final=dict(test_accuracy=acc))` adds to metrics.json's `final`, the
+    metrics `tfdist sweep status` reads).
 
     tf-keras's fit takes the list's items as its callbacks. Keras 3's takes a list subclass as one
     callback (its tree utilities do not flatten subclasses): the list then passes each call on to

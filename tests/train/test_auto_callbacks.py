@@ -1,0 +1,54 @@
+"""tfdist.train.auto_callbacks in one process, with stand-ins for the callbacks (the lists are
+what is checked; tests/distribute/test_two_lines.py trains with them on 2 workers)."""
+
+from tfdist.keras_compat import user_fit
+from tfdist.train import auto_callbacks
+from tfdist.train.callbacks import TrainingCallbacks
+
+
+class BroadcastGlobalVariablesCallback:  # the name of Horovod's, as a script passes it
+    pass
+
+
+class Meter:
+    pass
+
+
+class Model:
+    pass
+
+
+def fit_call(**arguments):
+    """The arguments fit's hooks leave, for a tf-keras model (its GENERATION 2 adds items)."""
+    call = user_fit.Call(Model(), dict(arguments))
+    auto_callbacks._add(call)
+    return call.arguments
+
+
+def test_added_once_and_nothing_twice(monkeypatch):
+    made = []
+
+    def make(model_dir, batch):
+        made.append((model_dir, batch))
+        return TrainingCallbacks([BroadcastGlobalVariablesCallback(), Meter()])
+
+    monkeypatch.setattr(auto_callbacks, "adapter", lambda model: type("A", (), {"GENERATION": 2}))
+    auto_callbacks.install(make, "/runs/a", replicas=2)
+    try:
+        # No callbacks: tfdist's list itself; the global batch 64 is 32 per replica.
+        assert isinstance(fit_call(batch_size=64)["callbacks"], TrainingCallbacks)
+        assert made == [("/runs/a", 32)]
+        # The script's own Horovod broadcast: the engine's of that kind is left out.
+        own = BroadcastGlobalVariablesCallback()
+        callbacks = fit_call(callbacks=[own], batch_size=63)["callbacks"]
+        assert [type(c).__name__
+                for c in callbacks] == ["BroadcastGlobalVariablesCallback", "Meter"]
+        assert callbacks[0] is own
+        assert made[-1] == ("/runs/a/fit-2", None)  # the second fit; 63 is not 2 replicas' batch
+        # Callbacks that hold tfdist's already: nothing added, nothing made.
+        theirs = TrainingCallbacks([Meter()])
+        assert fit_call(callbacks=[theirs])["callbacks"] == [theirs]
+        assert len(made) == 2
+    finally:
+        auto_callbacks.uninstall()
+    assert fit_call(callbacks=None)["callbacks"] is None  # uninstalled: nothing
