@@ -28,11 +28,12 @@ def no_keras_wrapped(monkeypatch):
                                                         (True, 1, False)],
                          ids=["worker 1 of 2", "chief of 2", "one task"])
 def test_who_is_redirected(is_chief, world_size, hooked):
-    user_callbacks.install(SimpleNamespace(is_chief=is_chief, world_size=world_size))
+    user_callbacks.install(
+        SimpleNamespace(is_chief=is_chief, world_size=world_size, rank=int(not is_chief)))
     assert registered() == (set(METHODS) if hooked else set())
 
 
 def test_install_again_as_chief_removes_the_hooks():
-    user_callbacks.install(SimpleNamespace(is_chief=False, world_size=2))
-    user_callbacks.install(SimpleNamespace(is_chief=True, world_size=2))
+    user_callbacks.install(SimpleNamespace(is_chief=False, world_size=2, rank=1))
+    user_callbacks.install(SimpleNamespace(is_chief=True, world_size=2, rank=0))
     assert registered() == set()

@@ -40,6 +40,7 @@ log = logging.getLogger("tfdist")
 
 _MARK = "_tfdist_chief_path"  # on a callback already redirected: the path the script gave it
 _scratch: list = []  # this task's temporary directory, once made
+_rank: list = []  # this task's rank, for the directory's name
 _PATHS = {"ModelCheckpoint": "filepath", "CSVLogger": "filename", "TensorBoard": "log_dir"}
 _KERAS_CALLBACKS = ("keras.src.callbacks", "tf_keras.src.callbacks")  # Keras 3, tf-keras
 
@@ -51,6 +52,7 @@ def install(engine) -> None:
         for method in ("fit", "save", "save_weights"):
             user_fit.off(method, __name__)
         return
+    _rank[:] = [engine.rank]
     user_fit.on("fit", __name__, _redirect_callbacks)
     user_fit.on("save", __name__, _redirect_save)
     user_fit.on("save_weights", __name__, _redirect_save)
@@ -59,8 +61,8 @@ def install(engine) -> None:
 def scratch() -> str:
     """This task's temporary directory (made on first use, removed at exit)."""
     if not _scratch:
-        rank = os.environ.get("TFDIST_LAUNCH_RANK") or os.environ.get("SLURM_PROCID", "")
-        path = tempfile.mkdtemp(prefix=f"tfdist-own-writes-{rank}-")
+        rank = f"rank{_rank[0]}-" if _rank else ""
+        path = tempfile.mkdtemp(prefix=f"tfdist-own-writes-{rank}")
         atexit.register(shutil.rmtree, path, ignore_errors=True)
         _scratch.append(path)
     return _scratch[0]
