@@ -14,7 +14,8 @@ perform `save()`"; measured: the chief's `model.save` alone, the other task not 
 a broadcast (Keras 3) or an all-reduce (tf-keras) once the other task had gone), so a non-chief
 task saves too, where nobody reads it. On a task that trains and is not the chief, tfdist:
 - points the path of each ModelCheckpoint, CSVLogger and TensorBoard to a folder of its own
-  under a temporary directory of the task (removed at exit);
+  under a temporary directory of the task (removed at exit; a task killed leaves it, in its
+  node's temporary directory);
 - lets BackupAndRestore read the chief's backup at the start of fit (so every task resumes from
   the same epoch) and write its own to that temporary directory;
 - sends every `model.save` / `model.save_weights` (the script's, and the callbacks') to one file
