@@ -261,7 +261,7 @@ def init(strategy: str = "auto",
     """
     import tfdist
     from tfdist.distribute import default_strategy, horovod_fit
-    from tfdist.train import auto_callbacks
+    from tfdist.train import auto_callbacks, user_callbacks
     from tfdist.train import weak_scaling as weak_scaling_hooks
     from tfdist.distribute.devices import pin_gpus
 
@@ -288,6 +288,7 @@ def init(strategy: str = "auto",
     _explain_uncaught_failures(engine)
     if roles.trains:
         _guard_fit(engine)  # before the default changes: it asks what TensorFlow's own is
+        user_callbacks.install(engine)  # the script's own callbacks and saves: the chief writes
         default_strategy.make_default(engine.strategy)
         replicas = max(1, engine.num_replicas_in_sync)
         # Before the hooks that read the global batch (auto_callbacks, horovod_fit).

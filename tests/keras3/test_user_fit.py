@@ -1,6 +1,6 @@
 """tfdist.keras_compat.user_fit on both Kerases, in a subprocess each (the Keras a process uses
 is chosen at its first import): hooks see compile's and fit's arguments by name, positional
-ones too, and what they change is what Keras runs with."""
+ones too, and what they change is what Keras runs with; so do save's and save_weights'."""
 
 import os
 import subprocess
@@ -40,6 +40,16 @@ print("epochs", Count.epochs, len(history.history["loss"]))
 user_fit.off("fit", "t")
 model.fit(x, y, epochs=1, verbose=0)
 print("after off", Count.epochs)
+
+import os, tempfile
+def save_hook(call):  # save and save_weights: the path the script gave, by name
+    call.arguments["filepath"] = call.get("filepath").replace("asked", "written")
+user_fit.on("save", "t", save_hook)
+user_fit.on("save_weights", "t", save_hook)
+folder = tempfile.mkdtemp()
+model.save(os.path.join(folder, "asked.keras"))
+model.save_weights(os.path.join(folder, "asked.weights.h5"))
+print("saved", sorted(os.listdir(folder)))
 """
 
 
@@ -56,10 +66,12 @@ def test_hooks_change_what_keras_runs(legacy, tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     lines = out.stdout.splitlines()
-    seen = eval(lines[-4])  # noqa: S307 - our own script's repr
+    seen = eval(lines[-5])  # noqa: S307 - our own script's repr
     assert seen[0] == ("compile", ["loss", "optimizer"])
     assert seen[1] == ("fit", 1, 4, 0)
     assert len(seen) == 2, seen  # the fit hook registered twice under one name ran once
-    assert lines[-3] in ("loss mse", "loss MeanSquaredError"), lines[-3]
-    assert lines[-2] == "epochs 2 2"  # the hook's epochs=2 and its callback ran
-    assert lines[-1] == "after off 2"  # hook removed: fit as Keras wrote it, no callback added
+    assert lines[-4] in ("loss mse", "loss MeanSquaredError"), lines[-4]
+    assert lines[-3] == "epochs 2 2"  # the hook's epochs=2 and its callback ran
+    assert lines[-2] == "after off 2"  # hook removed: fit as Keras wrote it, no callback added
+    # the save hook's paths, not the script's
+    assert lines[-1] == "saved ['written.keras', 'written.weights.h5']", lines[-1]

@@ -10,8 +10,12 @@ class BroadcastGlobalVariablesCallback:  # the name of Horovod's, as a script pa
     pass
 
 
-class Meter:
+class MetricAverageCallback:  # another of the engine's (Horovod's)
     pass
+
+
+class Meter:  # one of tfdist's own
+    __module__ = "tfdist.train.throughput"
 
 
 class Model:
@@ -30,7 +34,10 @@ def test_added_once_and_nothing_twice(monkeypatch):
 
     def make(model_dir, batch):
         made.append((model_dir, batch))
-        return TrainingCallbacks([BroadcastGlobalVariablesCallback(), Meter()])
+        return TrainingCallbacks(
+            [BroadcastGlobalVariablesCallback(),
+             MetricAverageCallback(),
+             Meter()])
 
     monkeypatch.setattr(auto_callbacks, "adapter", lambda model: type("A", (), {"GENERATION": 2}))
     auto_callbacks.install(make, "/runs/a", replicas=2)
@@ -38,12 +45,13 @@ def test_added_once_and_nothing_twice(monkeypatch):
         # No callbacks: tfdist's list itself; the global batch 64 is 32 per replica.
         assert isinstance(fit_call(batch_size=64)["callbacks"], TrainingCallbacks)
         assert made == [("/runs/a", 32)]
-        # The script's own Horovod broadcast: the engine's of that kind is left out.
+        # The script's own Horovod broadcast: the engine's of that kind is left out; the engine's
+        # others come before the script's (they average the logs it reads), tfdist's after.
         own = BroadcastGlobalVariablesCallback()
         callbacks = fit_call(callbacks=[own], batch_size=63)["callbacks"]
-        assert [type(c).__name__
-                for c in callbacks] == ["BroadcastGlobalVariablesCallback", "Meter"]
-        assert callbacks[0] is own
+        assert [type(c).__name__ for c in callbacks
+                ] == ["MetricAverageCallback", "BroadcastGlobalVariablesCallback", "Meter"]
+        assert callbacks[1] is own
         assert made[-1] == ("/runs/a/fit-2", None)  # the second fit; 63 is not 2 replicas' batch
         # Callbacks that hold tfdist's already: nothing added, nothing made.
         theirs = TrainingCallbacks([Meter()])

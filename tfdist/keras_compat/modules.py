@@ -6,6 +6,7 @@ functions gated by source (tfdist.keras_compat.known_sources); tf-keras's are re
 """
 
 TRAINER = "keras.src.backend.tensorflow.trainer"  # Keras 3's TensorFlow fit/evaluate/predict
+MODEL = "keras.src.models.model"  # Keras 3's Model: save and save_weights
 LOSS_SCALE = "keras.src.optimizers.loss_scale_optimizer"  # mixed_float16's LossScaleOptimizer
 ADAPTERS = "keras.src.trainers.data_adapters"  # which inputs fit, evaluate and predict take
 TF_KERAS_TRAINING = "tf_keras.src.engine.training"  # tf-keras's Model: fit and its train function

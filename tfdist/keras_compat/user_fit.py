@@ -1,4 +1,5 @@
-"""tfdist's place in the script's own `model.compile` and `model.fit`, both Kerases.
+"""tfdist's place in the script's own `model.compile`, `model.fit`, `model.save` and
+`model.save_weights`, both Kerases.
 
 A script with only `import tfdist` and `tfdist.init()` calls Keras's own `compile` and `fit`; what
 it needs to train as one model over every task (refusing a model made outside the strategy,
@@ -9,8 +10,9 @@ named, defaults not filled in) and may change them, e.g. add a callback or wrap 
 A hook must be idempotent on a call it already changed: `tfdist train`, `rt.callbacks()` and a
 script's own Horovod lines pass what a hook would add.
 
-Keras 3's `TensorFlowTrainer` and tf-keras's `Model` are wrapped once, when imported; with no hook
-registered their `compile` and `fit` run as Keras wrote them.
+Keras 3's `TensorFlowTrainer` (compile, fit) and `Model` (save, save_weights) and tf-keras's
+`Model` (all four) are wrapped once, when imported; with no hook registered these methods run as
+Keras wrote them.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ import sys
 from typing import Any, Callable
 
 from tfdist import import_hooks
-from tfdist.keras_compat.modules import TF_KERAS_TRAINING, TRAINER
+from tfdist.keras_compat.modules import MODEL, TF_KERAS_TRAINING, TRAINER
 
 _MARK = "_tfdist_user_fit"
 
 
 @dataclasses.dataclass
 class Call:
-    """One call of `compile` or `fit`: the model and the arguments by name."""
+    """One call of `compile`, `fit`, `save` or `save_weights`: the model and the arguments by
+    name."""
     model: Any
     arguments: dict
 
@@ -38,11 +41,23 @@ class Call:
 
 
 Hook = Callable[[Call], None]
-_HOOKS: dict[str, list[tuple[str, Hook]]] = {"compile": [], "fit": []}
+_HOOKS: dict[str, list[tuple[str, Hook]]] = {
+    "compile": [],
+    "fit": [],
+    "save": [],
+    "save_weights": []
+}
+# Where each Keras defines them: Keras 3's Model defines save, its backend's trainer fit.
+_METHODS = (
+    (TRAINER, "TensorFlowTrainer", ("compile", "fit")),
+    (MODEL, "Model", ("save", "save_weights")),
+    (TF_KERAS_TRAINING, "Model", ("compile", "fit", "save", "save_weights")),
+)
 
 
 def on(method: str, name: str, hook: Hook) -> None:
-    """Call `hook(call)` before every `compile` or `fit` (`method`), in registration order;
+    """Call `hook(call)` before every `compile`, `fit`, `save` or `save_weights` (`method`), in
+    registration order;
     registering `name` again replaces its hook in place."""
     hooks = _HOOKS[method]
     for i, (known, _) in enumerate(hooks):
@@ -60,15 +75,18 @@ def off(method: str, name: str) -> None:
 
 
 def _install() -> None:
-    for module, cls_name in ((TRAINER, "TensorFlowTrainer"), (TF_KERAS_TRAINING, "Model")):
-        import_hooks.when_imported(module, after=functools.partial(_wrap, cls_name=cls_name))
+    for module, cls_name, methods in _METHODS:
+        import_hooks.when_imported(module,
+                                   after=functools.partial(_wrap,
+                                                           cls_name=cls_name,
+                                                           methods=methods))
         if module in sys.modules:
-            _wrap(sys.modules[module], cls_name)
+            _wrap(sys.modules[module], cls_name, methods)
 
 
-def _wrap(module, cls_name: str) -> None:
+def _wrap(module, cls_name: str, methods: tuple) -> None:
     cls = getattr(module, cls_name)
-    for method in ("compile", "fit"):
+    for method in methods:
         keras_method = getattr(cls, method)
         if getattr(keras_method, _MARK, False):
             continue

@@ -92,7 +92,12 @@ def _add(call: user_fit.Call) -> None:
         call.arguments["callbacks"] = ours
         return
     given = list(given) if isinstance(given, (list, tuple)) else [given]
+    # The engine's (Horovod's metric averaging) before the script's, which then read the logs
+    # every rank shares (an EarlyStopping on one rank's own loss could stop it alone); tfdist's
+    # own after them (the preemption stop ends fit once the script's have seen the epoch).
+    front = [c for c in ours if not type(c).__module__.startswith("tfdist.train.")]
+    for callback in front:
+        ours.remove(callback)
     # Keras 3 takes the list subclass as one callback; tf-keras flattens a nested list.
-    call.arguments["callbacks"] = (given +
-                                   [ours] if adapter(call.model).GENERATION == 3 else given +
-                                   list(ours))
+    rest = [ours] if adapter(call.model).GENERATION == 3 else list(ours)
+    call.arguments["callbacks"] = front + given + rest
