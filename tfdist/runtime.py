@@ -295,7 +295,7 @@ def init(strategy: str = "auto",
         weak_scaling_hooks.install(weak_scaling, replicas, scale_lr(1.0, replicas, lr_scaling))
         auto_callbacks.install(
             lambda directory, batch: runtime.callbacks(directory, batch_size=batch), model_dir,
-            engine.num_replicas_in_sync)
+            engine.num_replicas_in_sync, engine.strategy)
         horovod_fit.install(engine)  # after auto_callbacks: its hook sees the global batch
     else:
         auto_callbacks.uninstall()

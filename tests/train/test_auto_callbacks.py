@@ -19,7 +19,7 @@ class Meter:  # one of tfdist's own
 
 
 class Model:
-    pass
+    strategy = None  # made under TensorFlow's default strategy, as tfdist's engine's here
 
 
 def fit_call(**arguments):
@@ -39,7 +39,11 @@ def test_added_once_and_nothing_twice(monkeypatch):
              MetricAverageCallback(),
              Meter()])
 
-    monkeypatch.setattr(auto_callbacks, "adapter", lambda model: type("A", (), {"GENERATION": 2}))
+    keras = type("A", (), {
+        "GENERATION": 2,
+        "strategy_at_build": staticmethod(lambda m: m.strategy)
+    })
+    monkeypatch.setattr(auto_callbacks, "adapter", lambda model: keras)
     auto_callbacks.install(make, "/runs/a", replicas=2)
     try:
         # No callbacks: tfdist's list itself; the global batch 64 is 32 per replica.
@@ -57,6 +61,12 @@ def test_added_once_and_nothing_twice(monkeypatch):
         theirs = TrainingCallbacks([Meter()])
         assert fit_call(callbacks=[theirs])["callbacks"] == [theirs]
         assert len(made) == 2
+        # A model made under a strategy of the script's own: nothing added.
+        own_strategy = Model()
+        own_strategy.strategy = object()
+        call = user_fit.Call(own_strategy, {"callbacks": None})
+        auto_callbacks._add(call)
+        assert call.arguments["callbacks"] is None and len(made) == 2
     finally:
         auto_callbacks.uninstall()
     assert fit_call(callbacks=None)["callbacks"] is None  # uninstalled: nothing

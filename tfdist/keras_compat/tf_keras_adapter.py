@@ -47,8 +47,9 @@ def optimizer(identifier):
 
 
 def build_optimizer(model) -> None:
-    """Make the optimizer's slot variables before a restore, so every one of them is filled."""
-    if model.trainable_variables:
+    """Make the optimizer's slot variables before a restore, so every one of them is filled (a
+    legacy optimizer has no build: it makes them at its first step, which the restore fills)."""
+    if model.trainable_variables and hasattr(model.optimizer, "build"):
         model.optimizer.build(model.trainable_variables)
 
 

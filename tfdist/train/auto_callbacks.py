@@ -31,11 +31,19 @@ MakeCallbacks = Callable[[str, Optional[int]], list]
 _state: dict = {}
 
 
-def install(make: MakeCallbacks, model_dir: Optional[str], replicas: int) -> None:
+def install(make: MakeCallbacks,
+            model_dir: Optional[str],
+            replicas: int,
+            strategy: Optional[object] = None) -> None:
     """From now on every `fit` without tfdist's callbacks gets `make(...)`'s, with checkpoints in
-    `model_dir` (None: none) for `replicas` replicas in sync."""
+    `model_dir` (None: none) for `replicas` replicas in sync; a model made under a strategy other
+    than `strategy` (tfdist's engine's; None: TensorFlow's default) gets none."""
     _state.clear()
-    _state.update(make=make, model_dir=model_dir, replicas=max(1, replicas), fits=0)
+    _state.update(make=make,
+                  model_dir=model_dir,
+                  replicas=max(1, replicas),
+                  fits=0,
+                  strategy=strategy)
     user_fit.on("fit", __name__, _add)
 
 
@@ -68,6 +76,13 @@ def _flatten(callbacks):
 def _add(call: user_fit.Call) -> None:
     given = call.get("callbacks")
     if not _state or has_tfdist_callbacks(given):
+        return
+    made_under = adapter(call.model).strategy_at_build(call.model)
+    if made_under is not None and made_under is not _state["strategy"]:
+        # The script made its model under a strategy of its own (TensorFlow's tutorials do):
+        # it trains as that strategy and the script's callbacks say; tfdist's are for its own.
+        log.info("model.fit of a model made under the script's own %s: tfdist adds no callbacks",
+                 type(made_under).__name__)
         return
     _state["fits"] += 1
     model_dir = _state["model_dir"]
