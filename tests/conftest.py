@@ -25,3 +25,21 @@ pytest_plugins = ["tests.cpu_time", "tests.cannot_run"]
 @pytest.fixture(autouse=True)
 def _job_tag(monkeypatch):
     monkeypatch.setenv(JOB_TAG, f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(autouse=True)
+def _program_as_before():
+    """A test that calls tfdist.init() in this process leaves the program as it found it: no
+    default strategy of tfdist's and no hooks on Keras's compile, fit and save (which the next
+    test in the same process, e.g. one of its own strategy, would otherwise meet)."""
+    yield
+    import sys
+
+    if "tfdist.keras_compat.user_fit" not in sys.modules:
+        return
+    from tfdist.keras_compat import user_fit
+
+    for hooks in user_fit._HOOKS.values():
+        hooks.clear()
+    if "tfdist.distribute.default_strategy" in sys.modules and "tensorflow" in sys.modules:
+        sys.modules["tfdist.distribute.default_strategy"].clear()

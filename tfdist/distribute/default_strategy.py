@@ -30,12 +30,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import threading
 
 from tfdist.errors import ConfigError
 
 log = logging.getLogger("tfdist")
 
 _set: list = []  # the strategy tfdist.init() made the default, if any
+_outside = threading.local()  # depth: outside() blocks this thread is in
 _MARK = "_tfdist_steps_aside"
 
 
@@ -76,15 +78,26 @@ def outside():
     inside a `tf.device` block or a traced function."""
     import tensorflow as tf
 
-    if _global_scope() is None:
-        yield
-        return
-    strategy = tf.distribute.get_strategy()
-    tf.distribute.experimental_set_strategy(None)
+    _outside.depth = getattr(_outside, "depth", 0) + 1
     try:
-        yield
+        if _global_scope() is None:
+            yield
+            return
+        strategy = tf.distribute.get_strategy()
+        tf.distribute.experimental_set_strategy(None)
+        try:
+            yield
+        finally:
+            tf.distribute.experimental_set_strategy(strategy)
     finally:
-        tf.distribute.experimental_set_strategy(strategy)
+        _outside.depth -= 1
+
+
+def is_outside() -> bool:
+    """Whether this thread is inside outside(): what tfdist builds there for this task alone
+    (e.g. tfdist train's evaluation copy) is left plain by the hooks on compile and fit, also
+    under Horovod, whose strategy is TensorFlow's default."""
+    return getattr(_outside, "depth", 0) > 0
 
 
 def _step_aside_for_own_strategies() -> None:

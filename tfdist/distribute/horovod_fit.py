@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import logging
 
-from tfdist.distribute import rank_split
+from tfdist.distribute import default_strategy, rank_split
 from tfdist.errors import ConfigError
 from tfdist.keras_compat import adapter, user_fit
 from tfdist.keras_compat.horovod_binding import is_distributed_optimizer
@@ -82,7 +82,7 @@ def _say_once(key: str, message: str, *args) -> None:
 
 
 def _compile(call: user_fit.Call) -> None:
-    if not _state:
+    if not _state or default_strategy.is_outside():
         return
     given = call.get("optimizer", "rmsprop")  # compile's default in both Kerases
     if is_distributed_optimizer(given):
@@ -115,7 +115,7 @@ def _ours(optimizer) -> bool:
 
 
 def _fit(call: user_fit.Call) -> None:
-    if not _state:
+    if not _state or default_strategy.is_outside():
         return
     engine = _state["engine"]
     optimizer = getattr(call.model, "optimizer", None)
