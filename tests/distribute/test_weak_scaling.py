@@ -11,7 +11,9 @@ import pytest
 
 from tests.helpers import run
 
-pytestmark = pytest.mark.slow
+# Newest stack: no. What it checks is tfdist's own arithmetic on fit's and compile's arguments
+# (the hooks themselves run on both stacks in test_two_lines.py).
+pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
 SCRIPT = str(Path(__file__).parent / "weak_scaling_script.py")
 
 
