@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import pytest
 
 from tests.helpers import PYTHON, requires_horovod, timeout_for
 from tests.slurm.conftest import PROBES
-from tests.slurm.test_jobs import (N1, N2, REACHED, run, submit, training_tasks, wait_for_pause)
+from tests.slurm.test_jobs import (N1, N2, REACHED, run, submit, training_tasks, wait_for_pause,
+                                   wait_for_requeue)
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -52,13 +52,7 @@ def test_a_two_line_script_trains_under_horovod_sbatch_and_resumes_after_its_req
                     })
     wait_for_pause(slurm, jobdir, job_id)
     slurm.cmd("scancel", "--signal=USR1", job_id)
-    deadline = time.monotonic() + 300  # the signal, the checkpoint, the requeue
-    while (info := slurm.job_info(job_id)).get("Restarts") != "1":
-        if info.get("JobState") in ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"):
-            pytest.fail(f"job {job_id} ended without requeue\n" +
-                        slurm.wait(job_id, jobdir, timeout=10).describe())
-        assert time.monotonic() < deadline, info
-        time.sleep(0.5)
+    wait_for_requeue(slurm, jobdir, job_id, 300)  # the signal, the checkpoint, the requeue
     job = slurm.wait(job_id, jobdir, timeout=420)
     assert job.state == "COMPLETED", job.describe()
     first, _, second = job.log.partition("(SLURM_RESTART_COUNT=1)")

@@ -227,6 +227,18 @@ def wait_for_pause(slurm, jobdir, job_id, tasks=2):
         time.sleep(0.5)
 
 
+def wait_for_requeue(slurm, jobdir, job_id, timeout: float) -> None:
+    """Until the job has been requeued once (Restarts 1); a job that ends instead fails the test
+    with its log."""
+    deadline = time.monotonic() + timeout
+    while (info := slurm.job_info(job_id)).get("Restarts") != "1":
+        if info.get("JobState") in ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"):
+            pytest.fail(f"job {job_id} ended without requeue\n" +
+                        slurm.wait(job_id, jobdir, timeout=10).describe())
+        assert time.monotonic() < deadline, info
+        time.sleep(0.5)
+
+
 def run_seconds(info: dict) -> int:
     """How long the job has run (`scontrol show job`'s RunTime, [D-]HH:MM:SS)."""
     days, _, hms = info["RunTime"].rpartition("-")
@@ -276,13 +288,7 @@ def test_time_limit_checkpoints_requeues_and_resumes(slurm, jobdir, own_script):
         slurm.cmd("scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit}")
     # While the requeued job is held (~11 s) give its second run room to finish: with the same
     # short limit it might be signalled and requeued again, also correct but not one clear story.
-    deadline = time.monotonic() + REQUEUED
-    while (info := slurm.job_info(job_id)).get("Restarts") != "1":
-        if info.get("JobState") in ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED"):
-            pytest.fail(f"job {job_id} ended without requeue\n" +
-                        slurm.wait(job_id, jobdir, timeout=10).describe())
-        assert time.monotonic() < deadline, info
-        time.sleep(0.5)
+    wait_for_requeue(slurm, jobdir, job_id, REQUEUED)
     slurm.cmd("scontrol", "update", f"JobId={job_id}", "TimeLimit=10")
     job = slurm.wait(job_id, jobdir, timeout=FINISHED)
     log = job.log
