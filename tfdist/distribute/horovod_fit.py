@@ -261,15 +261,7 @@ def _add_engine_callbacks(call: user_fit.Call, engine) -> None:
     the list (nested lists such as rt.callbacks()' included) holds none."""
     given = call.get("callbacks")
     listed = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
-    present = {type(c).__name__ for c in _flatten(listed)}
+    present = {type(c).__name__ for c in user_fit.callbacks_in(listed)}
     missing = [c for c in engine.callbacks() if type(c).__name__ not in present]
     if missing:
         call.arguments["callbacks"] = missing + listed
-
-
-def _flatten(callbacks):
-    for c in callbacks:
-        if isinstance(c, (list, tuple)):
-            yield from _flatten(c)
-        else:
-            yield c

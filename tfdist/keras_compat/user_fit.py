@@ -74,6 +74,16 @@ def off(method: str, name: str) -> None:
     _HOOKS[method][:] = [(n, h) for n, h in _HOOKS[method] if n != name]
 
 
+def callbacks_in(callbacks):
+    """Each callback of fit's `callbacks` argument (None, one callback, lists nested in lists:
+    rt.callbacks()' list among the script's), in order."""
+    if isinstance(callbacks, (list, tuple)):
+        for c in callbacks:
+            yield from callbacks_in(c)
+    elif callbacks is not None:
+        yield callbacks
+
+
 def _install() -> None:
     for module, cls_name, methods in _METHODS:
         import_hooks.when_imported(module,

@@ -65,14 +65,6 @@ def has_tfdist_callbacks(callbacks) -> bool:
     return type(callbacks).__module__.startswith("tfdist.train.")
 
 
-def _flatten(callbacks):
-    if isinstance(callbacks, (list, tuple)):
-        for c in callbacks:
-            yield from _flatten(c)
-    elif callbacks is not None:
-        yield callbacks
-
-
 def _add(call: user_fit.Call) -> None:
     given = call.get("callbacks")
     if not _state or has_tfdist_callbacks(given):
@@ -95,7 +87,7 @@ def _add(call: user_fit.Call) -> None:
     ours = _state["make"](model_dir or "", per_replica)
     # A script that keeps Horovod's own lines passes its broadcast and metric averaging: the
     # engine's of the same kind are left out, not run twice.
-    present = {type(c).__name__ for c in _flatten(given)}
+    present = {type(c).__name__ for c in user_fit.callbacks_in(given)}
     for callback in [c for c in ours if type(c).__name__ in present]:
         ours.remove(callback)
     if _state["fits"] == 1:
