@@ -64,6 +64,9 @@ class Runtime:
         self.model_dir = model_dir
         self._input_counter = None  # batches delivered, for the progress watchdog
         self._element_spec = None  # of rt.dataset's batches: builds a Keras 3 model to restore
+        # The most steps an rt.dataset skips (a validation set made after it skips none): a
+        # mid-epoch checkpoint resumes at its step only if the input skips the steps done.
+        self._input_skips = 0
         self._watchdog_off = False  # rt.callbacks(watchdog_timeout=0): nothing to count for
 
     @property
@@ -131,6 +134,7 @@ class Runtime:
             log.info("%s has no exact data position to resume at: the data starts over.",
                      self.engine.name)
             skip_steps = 0
+        self._input_skips = max(self._input_skips, skip_steps)
         if skip_steps:
 
             def skipped(ctx, dataset_fn=dataset_fn):
@@ -191,11 +195,13 @@ class Runtime:
 
         model_dir = self.model_dir if model_dir is None else model_dir
         # rt.dataset may come later: the callbacks ask for its counts and element spec when due.
-        given = CallbackOptions.of(**{
-            "input_batches": self._input_batches,
-            "element_spec": lambda: self._element_spec,
-            **options
-        })
+        given = CallbackOptions.of(
+            **{
+                "input_batches": self._input_batches,
+                "element_spec": lambda: self._element_spec,
+                "input_skips": lambda: self._input_skips,
+                **options
+            })
         self._watchdog_off = timeout_setting(given.watchdog_timeout) == 0.0
         return training_callbacks(self.engine, model_dir, given)
 

@@ -75,10 +75,19 @@ def test_a_two_line_script_trains_under_horovod_sbatch_and_resumes_after_its_req
     assert saved, job.describe()
     name, epoch, step = saved[-1]  # after the pause (step 30: in epoch 2) or at an epoch end
     assert int(epoch) * 29 + int(step) > 30, saved  # 29 steps an epoch: 898 samples each, by 32
-    # Run 2 resumes from that very checkpoint and finishes: Horovod, the job's directory, the
-    # same weights on both ranks (one model).
-    assert re.search(rf"^0: .*resuming from \S+/{name} \(epoch {epoch}, step {step}\)", second,
-                     re.M), job.describe()
+    # Run 2 resumes at the start of that checkpoint's epoch (its NumPy arrays start at their
+    # beginning: no step of the epoch can be skipped) and finishes: Horovod, the job's
+    # directory, the same weights on both ranks (one model).
+    if int(step) in (0, 29):
+        assert re.search(
+            rf"^0: .*resuming from \S+/{name} \(epoch {epoch}, step {step}\), at the "
+            "epoch's start$", second, re.M), job.describe()
+    else:
+        # The newest at an epoch's start: the checkpoint of the epoch's first step (29 an epoch).
+        assert re.search(
+            rf"^0: .*resuming from \S+/ckpt-{int(epoch) * 29} \(epoch {epoch}, step 0\), at the "
+            rf"epoch's start: {name} \(epoch {epoch}, step {step}\) is mid-epoch", second,
+            re.M), job.describe()
     res = results(second, "digits_init_only")
     assert sorted(res) == [0, 1], job.describe()
     for rank, r in res.items():

@@ -1,8 +1,9 @@
 """A user's subclassed model (its variables made in its first step, as in TensorFlow's "advanced"
 quickstart) with tfdist's checkpoints: `python subclassed_script.py MODEL_DIR KERAS EPOCHS
-[own_dataset]` (KERAS: tf_keras or keras3; own_dataset: a tf.data.Dataset, not rt.dataset).
-Seeded and without shuffling, so a run stopped after some epochs and resumed ends with the same
-state as one that never stopped."""
+[own_dataset | every_2_steps]` (KERAS: tf_keras or keras3; own_dataset: a tf.data.Dataset, not
+rt.dataset; every_2_steps: a checkpoint every 2 steps too). rt.dataset skips no steps: a run
+stopped mid-epoch resumes at that epoch's start. Seeded and without shuffling, so a run stopped
+and resumed ends with the same state as one that never stopped."""
 
 import sys
 
@@ -13,6 +14,7 @@ import tensorflow as tf
 
 model_dir, which, epochs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 own_dataset = sys.argv[4:] == ["own_dataset"]  # a tf.data.Dataset of its own, not rt.dataset
+checkpoint_steps = 2 if sys.argv[4:] == ["every_2_steps"] else 0
 if which == "keras3":
     import keras
 else:
@@ -51,4 +53,4 @@ model.fit(
     epochs=epochs,
     steps_per_epoch=8,  # one pass over the 256 samples: every epoch sees the same batches
     verbose=2,
-    callbacks=rt.callbacks(model_dir))
+    callbacks=rt.callbacks(model_dir, checkpoint_steps=checkpoint_steps))

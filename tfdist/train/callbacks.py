@@ -190,6 +190,8 @@ class CallbackOptions:
     input_batches: the batches this task's pipeline delivered (rt.dataset counts them).
     element_spec: the batches' element spec (rt.dataset records it): builds a Keras 3 model that
         fit has not built before the checkpoint is restored.
+    input_skips: the steps rt.dataset skips (its skip_steps): a mid-epoch checkpoint is resumed at
+        its step only where the input skips the steps done, else at the epoch's start.
     """
 
     batch_size: Optional[int] = None
@@ -204,6 +206,7 @@ class CallbackOptions:
     watchdog_timeout: Any = None
     input_batches: Optional[Callable[[], Optional[int]]] = None
     element_spec: Optional[Callable[[], Any]] = None
+    input_skips: Optional[Callable[[], int]] = None
 
     @classmethod
     def of(cls, **options: Any) -> CallbackOptions:
@@ -258,7 +261,8 @@ def training_callbacks(engine,
                                          resume_identity(engine, batch_size, o.identity),
                                          checkpoint_steps,
                                          collective=caps.collective_checkpoint,
-                                         element_spec=o.element_spec)
+                                         element_spec=o.element_spec,
+                                         input_skips=o.input_skips)
         if statistics is not None:
             cbs.checkpoint.before_write = statistics.average
         cbs.append(cbs.checkpoint)

@@ -50,19 +50,36 @@ class ResumeRefused(ConfigError):
     """The checkpoint in the model directory belongs to a different training."""
 
 
-def latest(model_dir: str) -> Optional[tuple[str, dict[str, Any]]]:
-    """(path, meta) of the newest complete checkpoint under model_dir, or None."""
+def latest(model_dir: str, epoch_start: bool = False) -> Optional[tuple[str, dict[str, Any]]]:
+    """(path, meta) of the newest complete checkpoint under model_dir (with `epoch_start`: the
+    newest at an epoch's start), or None."""
     root = os.path.join(model_dir, CHECKPOINTS)
+    for _, name in reversed(_complete(root)):
+        path = os.path.join(root, name)
+        meta = _meta(path)
+        if not epoch_start or at_epoch_start(meta):
+            return path, meta
+    return None
+
+
+def at_epoch_start(meta: dict[str, Any]) -> bool:
+    """Whether a checkpoint was written between two epochs (after the last step of one)."""
+    step, per_epoch = meta.get("step", 0), meta.get("steps_per_epoch")
+    return step == 0 or bool(per_epoch and step >= per_epoch)
+
+
+def _complete(root: str) -> list[tuple[int, str]]:
+    """(global step, name) of the complete checkpoints under root, oldest first."""
     if not os.path.isdir(root):
-        return None
-    steps = sorted(
+        return []
+    return sorted(
         (int(m.group(1)), name) for name in os.listdir(root)
         if (m := _NAME.match(name)) and os.path.isfile(os.path.join(root, name, "meta.json")))
-    if not steps:
-        return None
-    path = os.path.join(root, steps[-1][1])
+
+
+def _meta(path: str) -> dict[str, Any]:
     with open(os.path.join(path, "meta.json")) as f:
-        return path, json.load(f)
+        return json.load(f)
 
 
 def check_resume(meta: dict[str, Any], identity: dict[str, Any], path: str) -> list[str]:
@@ -156,7 +173,8 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
                  save_steps: int = 0,
                  keep: int = 2,
                  collective: bool = False,
-                 element_spec: Optional[Callable[[], Any]] = None):
+                 element_spec: Optional[Callable[[], Any]] = None,
+                 input_skips: Optional[Callable[[], int]] = None):
         super().__init__()
         if save_steps < 0 or keep < 1:
             raise ConfigError(f"save_steps={save_steps}, keep={keep}: expected save_steps >= 0 "
@@ -164,6 +182,9 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
         self.model_dir, self.is_chief, self.identity = model_dir, is_chief, dict(identity)
         self.save_steps, self.keep, self.collective = save_steps, keep, collective
         self.element_spec = element_spec
+        # The steps rt.dataset skips (0: the input starts at its beginning, as NumPy arrays and
+        # a script's own datasets do): whether a mid-epoch checkpoint can be resumed at its step.
+        self.input_skips = input_skips
         self.root = os.path.join(model_dir, CHECKPOINTS)
         self.resumed_from: Optional[tuple[int, int]] = None
         self.suspend_epoch_save = False  # set on preemption: a cut epoch is not a finished one
@@ -201,15 +222,38 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
             self._remove_partial()
         found = latest(self.model_dir)
         if found is not None:
-            path, meta = found
-            for note in check_resume(meta, self.identity, path):
+            for note in check_resume(found[1], self.identity, found[0]):
                 log.info("%s", note)
+            found, how = self._where_the_input_allows(*found)
+        if found is not None:
+            path, meta = found
             self._ckpt.read(os.path.join(path, "state")).assert_existing_objects_matched()
             self.resumed_from = (int(self._epoch_var.numpy()), int(self._step_var.numpy()))
-            log.info("resuming from %s (epoch %d, step %d)", path, *self.resumed_from)
+            log.info("resuming from %s (epoch %d, step %d), %s", path, *self.resumed_from, how)
             # tf-keras asks this callback where to start (the hook of its own BackupAndRestore);
             # Keras 3 is told (tfdist.keras_compat.keras3_adapter).
             keras.start_from(model, self, self.params.get("steps") or 0)
+
+    def _where_the_input_allows(self, path: str, meta: dict[str, Any]):
+        """(path, meta) of the checkpoint this fit resumes from, or None to start over, and how it
+        resumes, for the log: the newest (`path`) where it is at an epoch's start or this fit's
+        input skips the steps done (rt.dataset's skip_steps); else the newest at an epoch's start,
+        the epoch trained again: an input that starts at its beginning would train the steps
+        after a mid-epoch checkpoint on the epoch's first batches."""
+        if at_epoch_start(meta):
+            return (path, meta), "at the epoch's start"
+        skips = self.input_skips() if self.input_skips is not None else 0
+        if skips:
+            return (path, meta), f"at that step: the input skips {skips} steps (rt.dataset)"
+        mid = (
+            f"{os.path.basename(path)} (epoch {meta['epoch']}, step {meta['step']}) is mid-epoch "
+            "and this fit's input does not skip the steps done (rt.dataset(fn, "
+            "skip_steps=rt.resume().steps_done) resumes at the step)")
+        found = latest(self.model_dir, epoch_start=True)
+        if found is None:
+            log.warning("starting over: %s, and no checkpoint at an epoch's start is kept", mid)
+            return None, ""
+        return found, f"at the epoch's start: {mid}"
 
     def maybe_load_initial_counters_from_ckpt(self, steps_per_epoch, initial_epoch, mode=None):
         if self.resumed_from is None:
@@ -257,7 +301,7 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
                 json.dump(meta, f, indent=2, sort_keys=True)
                 f.flush()
                 os.fsync(f.fileno())
-        self._prune()
+        self._prune(global_step)
         # Epoch ends are routine (shown with --verbosity=1); a mid-epoch save is news.
         log.log(logging.INFO if step else logging.DEBUG, "checkpoint %s (epoch %d, step %d)", final,
                 epoch, step)
@@ -274,10 +318,20 @@ class TrainingCheckpoint(tf_keras.callbacks.Callback):
             count = epoch * per_epoch + step
         return count
 
-    def _prune(self) -> None:
-        done = sorted((int(m.group(1)), n) for n in os.listdir(self.root) if (m := _NAME.match(n)))
-        for _, name in done[:-self.keep]:
-            shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
+    def _prune(self, written: int) -> None:
+        """Keep the newest `keep` checkpoints and the newest at an epoch's start (where a fit whose
+        input cannot skip resumes); remove those newer than the one just `written` (left by a run
+        that resumed from an earlier one: this run trains their steps again)."""
+        done = _complete(self.root)
+        kept = [name for step, name in done if step <= written]
+        keep = set(kept[-self.keep:])
+        for name in reversed(kept):
+            if at_epoch_start(_meta(os.path.join(self.root, name))):
+                keep.add(name)
+                break
+        for _, name in done:
+            if name not in keep:
+                shutil.rmtree(os.path.join(self.root, name), ignore_errors=True)
 
     def _remove_partial(self) -> None:
         """Temporary checkpoints of a run that crashed while writing."""
@@ -318,11 +372,13 @@ def make_checkpoint(model_dir: str,
                     identity: dict[str, Any],
                     save_steps: int = 0,
                     collective: bool = False,
-                    element_spec: Optional[Callable[[], Any]] = None) -> TrainingCheckpoint:
+                    element_spec: Optional[Callable[[], Any]] = None,
+                    input_skips: Optional[Callable[[], int]] = None) -> TrainingCheckpoint:
     cls = StepCheckpoint if save_steps else TrainingCheckpoint
     return cls(model_dir,
                is_chief,
                identity,
                save_steps=save_steps,
                collective=collective,
-               element_spec=element_spec)
+               element_spec=element_spec,
+               input_skips=input_skips)
