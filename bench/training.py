@@ -199,42 +199,45 @@ QUICK = ("a smoke check that every row runs (6 rounds of half-second slices, one
 
 
 def plan_text(todo: list[dict], args) -> str:
-    """What the comparisons will take: each row's rounds and pairs of runs, priced at the seconds
-    per pair of runs (start-up and warm-up) and per round that the rows on record took."""
-    costs = row_costs(load_result("overhead"), args.slice)
-    rounds = sum(p.get("rounds", args.rounds) for p in todo)
+    """What the comparisons will take: each row's pairs of runs and rounds, a round being its two
+    slices and what stopping and continuing them costs; that cost and a pair of runs' start-up
+    and warm-up priced as the rows on record took them (row_costs)."""
+    costs = row_costs(load_result("overhead"))
     if costs is None:
-        return (f"{len(todo)} comparisons, {rounds} rounds or more: no rows on record with "
-                f"{args.slice:g} s slices to price them")
-    per_pair, per_round = costs
+        return f"{len(todo)} comparisons: no rows on record to price them"
+    per_pair, per_round = costs[0], 2 * args.slice + costs[1]
     least = most = 0.0
     for p in todo:
         n, pairs_ = p.get("rounds", args.rounds), p.get("run_pairs", 1)
         most_pairs = max(pairs_, p.get("max_run_pairs", pairs_))
         least += pairs_ * per_pair + n * per_round
         most += most_pairs * per_pair + n * most_pairs // pairs_ * per_round
-    return (
-        f"{len(todo)} comparisons: {least / 60:.0f} to {most / 60:.0f} minutes at "
-        f"{per_pair:.1f} s per pair of runs and {per_round:.2f} s per round (fitted to the rows "
-        "on record, bench/results/overhead.json)")
+    took = (f"{least / 60:.0f} minutes" if round(least / 60) == round(most / 60) else
+            f"{least / 60:.0f} to {most / 60:.0f} minutes")
+    return (f"{len(todo)} comparisons, {sum(p.get('rounds', args.rounds) for p in todo)} rounds "
+            f"or more: {took} at {per_pair:.1f} s per pair of runs and {per_round:.2f} s per round "
+            "(two slices and their stops, priced from the rows on record, "
+            "bench/results/overhead.json)")
 
 
-def row_costs(previous: dict | None, slice_seconds: float) -> tuple[float, float] | None:
-    """(seconds per pair of runs, seconds per round): a least-squares fit of seconds = pairs of
-    runs x a + rounds x b over the rows on record with slices of `slice_seconds`; None without
-    two different such rows."""
+def row_costs(previous: dict | None) -> tuple[float, float] | None:
+    """(seconds per pair of runs, seconds per round beyond its two slices): a non-negative
+    least-squares fit of the rows on record, seconds - rounds x 2 x slice = pairs of runs x a +
+    rounds x b; None without two different rows."""
     previous = previous or {}
     default = previous.get("setup", {}).get("slice_seconds")
     rows = [
         r for r in previous.get("rows", []) if r.get("seconds") and r.get("rounds")
-        and r.get("slice_seconds", default) == slice_seconds and not r.get("error")
+        and not r.get("error") and r.get("slice_seconds", default)
     ]
     if len({(r.get("run_pairs") or 1, r["rounds"]) for r in rows}) < 2:
         return None
     import numpy as np
+    from scipy.optimize import nnls
 
     x = np.array([[r.get("run_pairs") or 1, r["rounds"]] for r in rows], dtype=float)
-    (a, b), *_ = np.linalg.lstsq(x, np.array([r["seconds"] for r in rows]), rcond=None)
+    y = np.array([r["seconds"] - r["rounds"] * 2 * r.get("slice_seconds", default) for r in rows])
+    (a, b), _ = nnls(x, y)
     return float(a), float(b)
 
 
@@ -440,11 +443,15 @@ def weak_scaling(rows: list[dict]) -> dict:
 
 def merge_rows(previous: dict | None, rows: list[dict]) -> list[dict]:
     """--only: this run's rows in place of the same rows of the results on record, the others
-    kept (each says which run it is from), in the order of pairs()."""
+    kept (each says which run it is from), in the order of pairs(); rows on record that pairs()
+    no longer has (e.g. the twin rows of before one Keras per row) are dropped."""
+    order = [p["name"] for p in pairs()]
     kept = {}
     if previous:
         setup = previous["setup"]
         for row in previous["rows"]:
+            if row["name"] not in order:
+                continue
             kept[row["name"]] = {
                 "quick": setup.get("quick"),
                 "slice_seconds": setup.get("slice_seconds"),
@@ -452,7 +459,6 @@ def merge_rows(previous: dict | None, rows: list[dict]) -> list[dict]:
                 **row
             }
     kept.update({row["name"]: row for row in rows})
-    order = [p["name"] for p in pairs()]
     return sorted(kept.values(), key=lambda r: order.index(r["name"]) if r["name"] in order else 99)
 
 
@@ -461,7 +467,8 @@ def _met(values: list, test) -> bool | None:
     return bool(test(statistics.median(values))) if values else None
 
 
-def main() -> None:
+def arguments(argv=None) -> argparse.Namespace:
+    """The command line (argv: sys.argv's), --quick's settings applied."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds",
                         type=int,
@@ -505,15 +512,15 @@ def main() -> None:
                         "'multi_worker/,horovod/' (the twin rows of both engines), 'keras3/', "
                         "'weak/'; no start-up runs then")
     parser.add_argument("--keep", action="store_true", help="keep the logs")
-    args = parser.parse_args()
-    end_children_on_signals()  # ended (SIGTERM, Ctrl-C): no measured run is left behind
+    args = parser.parse_args(argv)
     if args.quick:
         args.rounds = args.variant_rounds = args.weak_rounds = 6
         args.slice, args.startup_rounds, args.run_pairs, args.max_run_pairs = 0.5, 1, 1, 1
-    # Past the first epoch's end: tracing and the first epoch-end work are behind the slices.
-    warm_steps = args.steps_per_epoch + 20
-    info = machine()
-    work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
+    return args
+
+
+def todo_pairs(args: argparse.Namespace) -> list[dict]:
+    """The comparisons this command line measures, each with its rounds and pairs of runs."""
     todo = [
         dict(p, rounds=args.variant_rounds) if p["group"] != "twin" else dict(
             p, run_pairs=args.run_pairs, max_run_pairs=args.max_run_pairs) for p in pairs()
@@ -521,6 +528,17 @@ def main() -> None:
     todo += [dict(p, rounds=args.weak_rounds) for p in weak_pairs()]
     if args.only:
         todo = [p for p in todo if p["name"].startswith(tuple(args.only.split(",")))]
+    return todo
+
+
+def main() -> None:
+    args = arguments()
+    end_children_on_signals()  # ended (SIGTERM, Ctrl-C): no measured run is left behind
+    # Past the first epoch's end: tracing and the first epoch-end work are behind the slices.
+    warm_steps = args.steps_per_epoch + 20
+    info = machine()
+    work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
+    todo = todo_pairs(args)
     if args.quick:
         print(f"training.py --quick: {QUICK}", flush=True)
     print(plan_text(todo, args), flush=True)
