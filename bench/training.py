@@ -212,8 +212,8 @@ def plan_text(todo: list[dict], args) -> str:
         most_pairs = max(pairs_, p.get("max_run_pairs", pairs_))
         least += pairs_ * per_pair + n * per_round
         most += most_pairs * per_pair + n * most_pairs // pairs_ * per_round
-    took = (f"{least / 60:.0f} minutes" if round(least / 60) == round(most / 60) else
-            f"{least / 60:.0f} to {most / 60:.0f} minutes")
+    low, high = round(least / 60), round(most / 60)
+    took = f"{low} to {high} minutes" if low != high else f"{low} minute{'s' * (low != 1)}"
     return (f"{len(todo)} comparisons, {sum(p.get('rounds', args.rounds) for p in todo)} rounds "
             f"or more: {took} at {per_pair:.1f} s per pair of runs and {per_round:.2f} s per round "
             "(two slices and their stops, priced from the rows on record, "
