@@ -6,8 +6,8 @@ summary.json and one line naming the slow rank and its phase (tfdist.train.trace
   and stops at the end of the one that runs step B (or when fit ends before B). Steps count from
   1 over the run, as the checkpoints count them; with `steps_per_execution` N one call runs N
   steps, and the calls that hold A..B are traced.
-- Each traced call is marked by a `tfdist_step` trace event carrying its first step number
-  (`_r=1`: TensorBoard's profile plugin takes it for a step too).
+- Each traced call is marked by a `tfdist_step` trace event carrying its first step number and
+  its number of steps (`_r=1`: TensorBoard's profile plugin takes it for a step too).
 - Each rank, once its trace is written, reads it and publishes its numbers in
   MODEL_DIR/profile/<rank>/phases.json; the chief gathers them from there (files, never a
   collective: the training's collectives stay as they are) and writes the summary.
@@ -102,6 +102,7 @@ class ProfileSteps(tf_keras.callbacks.Callback):
         if self._running:
             self._context = tf.profiler.experimental.Trace(trace_phases.STEP_EVENT,
                                                            step_num=first,
+                                                           steps=last - first + 1,
                                                            _r=1)
             self._context.__enter__()
 

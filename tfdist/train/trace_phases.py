@@ -2,9 +2,10 @@
 (`<logdir>/plugins/profile/<session>/<host>.xplane.pb`, an XSpace protocol buffer: the format
 TensorBoard's profile plugin reads), and one summary over the ranks.
 
-A step is the span of a `tfdist_step` event (tfdist.train.profiling marks each traced step on
-the Python thread, with its step number). Within it every instant goes to one phase, the first
-that applies:
+A step is the span of a `tfdist_step` event (tfdist.train.profiling marks each traced call of the
+train function on the Python thread, with its first step number and its number of steps: a
+call of `steps_per_execution` N counts as N steps of a Nth of its time). Within it every instant
+goes to one phase, the first that applies:
 - input: the step waits for its batch (IteratorGetNext, a multi-device iterator's
   GetNextFromShard: the consumer's side; the pipeline's own threads producing ahead are not the
   step's time);
@@ -118,11 +119,13 @@ def _length(spans) -> int:
 
 
 def step_phases(space) -> list[dict[str, Any]]:
-    """Each traced step of `space`: {"step": n, "ms": wall time, and the ms of each PHASES}."""
+    """Each traced call of `space`: {"step": its first step, "calls_steps": its steps
+    (steps_per_execution), "ms": wall time a step, and the ms a step of each PHASES}."""
     steps, lines_of_steps, events = [], set(), []
     for plane, line, event, name, start, end in _events(space):
         if name == STEP_EVENT:
-            steps.append((start, end, _stat(plane, event, "step_num")))
+            calls = _stat(plane, event, "steps") or 1  # steps_per_execution
+            steps.append((start, end, _stat(plane, event, "step_num"), calls))
             lines_of_steps.add((plane.id, plane.name, line.id))
         else:
             events.append((plane.id, plane.name, line.id, line.name, name, start, end))
@@ -138,7 +141,7 @@ def step_phases(space) -> list[dict[str, Any]]:
             spans["compute"].append((start, end))
     merged = {phase: _union(s) for phase, s in spans.items()}
     found = []
-    for start, end, number in sorted(steps):
+    for start, end, number, calls in sorted(steps):
         window = [(start, end)]
 
         def within(phase):
@@ -151,7 +154,15 @@ def step_phases(space) -> list[dict[str, Any]]:
         total = end - start
         ps = dict(input=_length(waiting), compute=_length(computing), collective=_length(reducing))
         ps["idle"] = max(0, _length(window) - sum(ps.values()))
-        found.append(dict(step=number, ms=total / 1e9, **{k: v / 1e9 for k, v in ps.items()}))
+        # Per step: a call of steps_per_execution N runs N steps.
+        found.append(
+            dict(step=number,
+                 calls_steps=calls,
+                 ms=total / 1e9 / calls,
+                 **{
+                     k: v / 1e9 / calls
+                     for k, v in ps.items()
+                 }))
     return found
 
 
@@ -204,6 +215,9 @@ def summarize(ranks: dict[int, dict[str, Any]], steps: tuple[int, int]) -> dict[
         line = (f"profile: rank {slowest} is {ratio:.1f}x the median rank's time outside "
                 f"collectives: {100 * share(p, phase):.0f} % {WORDS[phase]} ({which}, "
                 f"{p['step_ms']:.0f} ms a step; the other ranks wait for it in collectives)")
+        if share(p, "collective") >= 0.25:  # what the all-reduce costs with no rank to wait for
+            line += (f"; collectives still take {100 * share(p, 'collective'):.0f} % of its "
+                     "own step")
     else:
         # No rank holds the others up: the phase of the typical rank's step.
         rank = min(traced, key=lambda r: abs(traced[r]["step_ms"] - median_step))
