@@ -46,16 +46,23 @@ def summary_path(model_dir: str) -> str:
 class ProfileSteps(tf_keras.callbacks.Callback):
     """Trace steps `steps` = (A, B) of this fit with TensorFlow's profiler when `trace`, into
     `model_dir`/profile/<rank>/; the chief (`chief`) gathers the numbers of `ranks` (those that
-    trace) and writes the summary."""
+    trace) and writes the summary (`untraced_collectives`: trace_phases.summarize's)."""
 
-    def __init__(self, model_dir: str, rank: int, steps: tuple[int, int], trace: bool, chief: bool,
-                 ranks: list[int]):
+    def __init__(self,
+                 model_dir: str,
+                 rank: int,
+                 steps: tuple[int, int],
+                 trace: bool,
+                 chief: bool,
+                 ranks: list[int],
+                 untraced_collectives: bool = False):
         super().__init__()
         # Reads no logs: Keras need not fetch them per step. (On the instance: Callback.__init__
         # sets it False there.)
         self._supports_tf_logs = True
         self.model_dir, self.rank, self.steps = model_dir, rank, steps
         self.trace, self.chief, self.ranks = trace, chief, sorted(ranks)
+        self.untraced_collectives = untraced_collectives  # Horovod's: trace_phases.summarize
         self.logdir = os.path.join(profile_dir(model_dir), str(rank))
         self.run = run_id()
         self.summary: Optional[dict] = None  # the chief's, once written
@@ -192,7 +199,7 @@ class ProfileSteps(tf_keras.callbacks.Callback):
             {
                 r: record
                 for r, record in records.items() if record is not None
-            }, self.steps)
+            }, self.steps, self.untraced_collectives)
         summary.update(missing_ranks=missing,
                        traces={
                            str(r): rec.get("trace")
@@ -232,5 +239,6 @@ def make_profiler(engine, model_dir: Optional[str], steps: tuple[int, int],
                           f"{', '.join(map(str, unknown))} do not train in this job (its training "
                           f"ranks: {', '.join(map(str, training))}).")
     traced = sorted(ranks) if ranks is not None else training
+    # Horovod all-reduces on a background thread of its own, which TensorFlow does not trace.
     return ProfileSteps(model_dir, engine.rank, steps, engine.rank in traced, engine.is_chief,
-                        traced)
+                        traced, engine.name == "horovod")

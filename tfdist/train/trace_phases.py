@@ -178,9 +178,13 @@ def rank_phases(steps: list[dict[str, Any]]) -> dict[str, Any]:
                 })
 
 
-def summarize(ranks: dict[int, dict[str, Any]], steps: tuple[int, int]) -> dict[str, Any]:
+def summarize(ranks: dict[int, dict[str, Any]],
+              steps: tuple[int, int],
+              untraced_collectives: bool = False) -> dict[str, Any]:
     """The summary over `ranks` (rank -> rank_phases): every rank's numbers, the slowest rank and
-    its phase, and the one line that says it."""
+    its phase, and the one line that says it. `untraced_collectives`: the all-reduce runs
+    outside TensorFlow's executor (Horovod's background thread), so waiting for the other ranks
+    shows as idle: a rank's own time is then its compute and input only."""
     first, last = steps
     which = f"steps {first}-{last}" if first != last else f"step {first}"
     kept = ("steps", "step_ms") + tuple(f"{k}_ms" for k in PHASES)
@@ -194,8 +198,10 @@ def summarize(ranks: dict[int, dict[str, Any]], steps: tuple[int, int]) -> dict[
         summary["line"] = f"profile: {which}: no traced step found in the traces"
         return summary
 
+    own = ("compute", "input") if untraced_collectives else ("compute", "input", "idle")
+
     def outside(p):  # the time a rank spends on its own work, not waiting for the others
-        return p["step_ms"] - p["collective_ms"]
+        return sum(p[f"{k}_ms"] for k in own)
 
     def share(p, phase):
         return p[f"{phase}_ms"] / p["step_ms"] if p["step_ms"] else 0.0
@@ -207,7 +213,7 @@ def summarize(ranks: dict[int, dict[str, Any]], steps: tuple[int, int]) -> dict[
     median_step = statistics.median(p["step_ms"] for p in traced.values())
     if ratio is not None and ratio >= SLOW:
         p = traced[slowest]
-        phase = max(("compute", "input", "idle"), key=lambda k: p[f"{k}_ms"])
+        phase = max(own, key=lambda k: p[f"{k}_ms"])
         summary["slowest"] = dict(rank=slowest,
                                   ratio=round(ratio, 2),
                                   phase=phase,
@@ -215,7 +221,9 @@ def summarize(ranks: dict[int, dict[str, Any]], steps: tuple[int, int]) -> dict[
         line = (f"profile: rank {slowest} is {ratio:.1f}x the median rank's time outside "
                 f"collectives: {100 * share(p, phase):.0f} % {WORDS[phase]} ({which}, "
                 f"{p['step_ms']:.0f} ms a step; the other ranks wait for it in collectives)")
-        if share(p, "collective") >= 0.25:  # what the all-reduce costs with no rank to wait for
+        if untraced_collectives:
+            line += "; Horovod's all-reduce is not in the trace: the others' wait shows as idle"
+        elif share(p, "collective") >= 0.25:  # what the all-reduce costs with no rank to wait for
             line += (f"; collectives still take {100 * share(p, 'collective'):.0f} % of its "
                      "own step")
     else:
