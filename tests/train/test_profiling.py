@@ -2,8 +2,8 @@
 names the slow rank and its phase (tfdist.train.profiling, tfdist.train.trace_phases). Real
 processes, real traces: `tfdist train --profile_steps` in one process (Keras 3), and two
 multi_worker (or horovod) ranks of a two-line script whose rank 1 reads its input slowly
-(tf-keras, the steps from $PROFILE_STEPS as the `jobs/` scripts pass it on). Tiny models and few steps: the traces are
-of a few milliseconds of work."""
+(tf-keras, the steps from $PROFILE_STEPS as the `jobs/` scripts pass it on). Tiny models and few
+steps: the traces are of a few milliseconds of work."""
 
 from __future__ import annotations
 
