@@ -29,6 +29,7 @@ from tfdist.files import write_json
 from tfdist.keras_compat import adapter
 from tfdist.train import trace_phases
 from tfdist.train.progress_board import run_id
+from tfdist.train.watchdog import slow_phase
 
 log = logging.getLogger("tfdist")
 
@@ -152,6 +153,9 @@ class ProfileSteps(tf_keras.callbacks.Callback):
 
         self._running = False
         self._done = True
+        # Writing and reading the trace hold this rank (and the others, at the next all-reduce)
+        # for a while: the progress watchdog gives it a slow phase's grace.
+        slow_phase()
         tf.profiler.experimental.stop()
         if not any(n.startswith("events.out.tfevents") for n in os.listdir(self.logdir)):
             # TensorBoard's profile plugin lists the traces of the directories it takes for
