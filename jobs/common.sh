@@ -21,6 +21,9 @@
 #                (exported as TFDIST_REQUEUE, for tfdist train and your own rt.callbacks); also
 #                after a hang or a lost task, at most TFDIST_MAX_RESTARTS (2) times a job
 #   TFDIST_WATCHDOG_TIMEOUT  seconds without a training step before the job ends (auto: >= 300)
+#   PROFILE_STEPS A:B: every rank traces training steps A..B (docs/profiling.md); PROFILE_RANKS
+#                which ranks (default all). Read by tfdist train and your rt.callbacks alike:
+#                sbatch and srun pass them on as they are, nothing here needs to
 #   DOCTOR       quick (default: roles, ports, hosts, GPUs, model dir), full (+ TensorFlow and
 #                Horovod imports, ~20 s), 0 (no pre-flight)
 #   SRUN_ARGS    extra srun options, e.g. "--distribution=cyclic"

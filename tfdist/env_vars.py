@@ -61,6 +61,16 @@ MODEL_DIR = _var(
     "(their first argument) and `tfdist scale`/`tfdist sweep` set it per run; `tfdist.init()` "
     "takes it as `rt.model_dir`, the default of `rt.callbacks()` and `rt.resume()`. A "
     "`tfdist.init(model_dir=...)` naming another directory is an error.")
+PROFILE_STEPS = _var(
+    "PROFILE_STEPS", USER, "off",
+    "`A:B`: every rank traces training steps A to B with TensorFlow's profiler into "
+    "`MODEL_DIR/profile/<rank>/`, and the chief writes `MODEL_DIR/profile/summary.json` "
+    "([where the time goes](../profiling.md)); for a script with only tfdist's two lines, "
+    "and the `jobs/` scripts pass it on. `--profile_steps` and `rt.callbacks(profile_steps=...)` "
+    "win.")
+PROFILE_RANKS = _var(
+    "PROFILE_RANKS", USER, "all", "Beside `PROFILE_STEPS`: the ranks that trace, e.g. `0,3`. "
+    "`--profile_ranks` and `rt.callbacks(profile_ranks=...)` win.")
 PREEMPT_GRACE = _var(
     "TFDIST_PREEMPT_GRACE", USER, "60 (seconds)",
     "`jobs/task.sh`: how long a task other than rank 0 that exits 75 (preempted) waits for "

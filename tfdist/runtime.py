@@ -189,7 +189,8 @@ class Runtime:
         requeue), TensorBoard and metrics.json; and the progress watchdog (a stalled job ends
         naming the stuck rank). Options: tfdist.train.callbacks.CallbackOptions (batch_size,
         checkpoint_steps, requeue, meter, tensorboard, preemption, progress, identity, facts,
-        watchdog_timeout); another name is a ConfigError naming it."""
+        watchdog_timeout, profile_steps, profile_ranks); another name is a ConfigError naming
+        it."""
         from tfdist.train.callbacks import CallbackOptions, training_callbacks
         from tfdist.train.watchdog import timeout_setting
 

@@ -68,6 +68,10 @@ class TrainConfig:
     # TIMEOUT, else auto; "0"/"off": no watchdog (tfdist.train.watchdog)
     watchdog_timeout: Optional[str] = None
     tensorboard: bool = True
+    # "A:B": trace training steps A..B with TensorFlow's profiler (tfdist.train.profiling); None:
+    # $PROFILE_STEPS, else off. profile_ranks: "0,3"; None: $PROFILE_RANKS, else every rank.
+    profile_steps: Optional[str] = None
+    profile_ranks: Optional[str] = None
     meter: bool = True  # samples/s and input wait counted in each step (tfdist.train.throughput)
     preemption: bool = True  # with model_dir: a signal stops at an agreed step (train.preemption)
     seed: int = 0

@@ -147,6 +147,8 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
                              meter=cfg.meter,
                              preemption=cfg.preemption,
                              watchdog_timeout=cfg.watchdog_timeout,
+                             profile_steps=cfg.profile_steps,
+                             profile_ranks=cfg.profile_ranks,
                              identity=dict(model=cfg.model, seed=seed))
     model.fit(
         rt.dataset(train_input, skip_steps=start.step),

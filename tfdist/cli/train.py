@@ -105,6 +105,21 @@ flags.DEFINE_string(
 flags.register_validator("watchdog_timeout",
                          lambda v: v is None or _watchdog_ok(v),
                          message="--watchdog_timeout: expected seconds (>= 0), 'auto' or 'off'.")
+flags.DEFINE_string(
+    "profile_steps", D.profile_steps, "A:B: every rank traces training steps A to B (counted "
+    "from 1 over the run; from 2: step 1 builds the step function) with TensorFlow's profiler "
+    "into MODEL_DIR/profile/<rank>/, and the chief writes MODEL_DIR/profile/summary.json and "
+    "one line naming the slowest rank and where its step time goes (docs: profiling.md). "
+    "Default: $PROFILE_STEPS, else off. Not under parameter_server.")
+flags.register_validator("profile_steps",
+                         lambda v: _profile_ok("parse_steps", "--profile_steps", v),
+                         message="--profile_steps: expected A:B (see the error above).")
+flags.DEFINE_string(
+    "profile_ranks", D.profile_ranks, "With --profile_steps: the ranks that trace, e.g. 0,3. "
+    "Default: $PROFILE_RANKS, else all.")
+flags.register_validator("profile_ranks",
+                         lambda v: _profile_ok("parse_ranks", "--profile_ranks", v),
+                         message="--profile_ranks: expected 'all' or ranks such as 0,3.")
 flags.DEFINE_bool("tensorboard", D.tensorboard,
                   "Write TensorBoard logs to MODEL_DIR/logs (chief only).")
 flags.DEFINE_bool(
@@ -134,6 +149,19 @@ def _watchdog_ok(value: str) -> bool:
         timeout_setting(value)
     except ConfigError:
         return False
+    return True
+
+
+def _profile_ok(parser: str, flag: str, value) -> bool:
+    """Whether `value` parses; raises the parser's ConfigError as a flags error naming the value
+    and the form expected."""
+    from tfdist.errors import ConfigError
+    from tfdist.train import profile_options
+
+    try:
+        getattr(profile_options, parser)(value, flag)
+    except ConfigError as e:
+        raise flags.ValidationError(str(e)) from None
     return True
 
 
@@ -168,6 +196,8 @@ def config_from_flags() -> TrainConfig:
                        restart=f.restart,
                        watchdog_timeout=f.watchdog_timeout,
                        tensorboard=f.tensorboard,
+                       profile_steps=f.profile_steps,
+                       profile_ranks=f.profile_ranks,
                        meter=f.meter,
                        preemption=f.preemption,
                        seed=f.seed,

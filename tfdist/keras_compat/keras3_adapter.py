@@ -152,6 +152,11 @@ def build_to_restore(model, element_spec) -> None:
         model._symbolic_build(data_batch=element_spec)
 
 
+def steps_per_execution(model) -> int:
+    """The training steps one call of the train function runs."""
+    return max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+
+
 def steps_unsupported(model) -> Optional[str]:
     """Why the steps of this model's fit cannot be instrumented, or None."""
     if int(getattr(model, "steps_per_execution", 1) or 1) != 1:

@@ -64,6 +64,13 @@ def fit_ended(model, state) -> None:
         del model._training_state
 
 
+def steps_per_execution(model) -> int:
+    """The training steps one call of the train function runs now (tf-keras's variable, which
+    its autotuning may change between calls)."""
+    steps = getattr(model, "_steps_per_execution", None)
+    return max(1, int(steps.numpy().item())) if steps is not None else 1
+
+
 def steps_unsupported(model) -> Optional[str]:
     """Why the steps of this model's fit cannot be instrumented, or None."""
     steps = getattr(model, "_steps_per_execution", None)

@@ -1,7 +1,8 @@
 """Everything tfdist adds to a model.fit, in the order it must run: `rt.callbacks(model_dir=...)`
 for a user's own script and `tfdist train` alike.
 
-Order: the progress watchdog (first: the others' epoch-end work gets its grace), the engine's
+Order: the progress watchdog (first: the others' epoch-end work gets its grace), the step
+profiler when asked (its step marks wrap the step as Keras runs it), the engine's
 own (Horovod: broadcast the first weights, average the metrics before anything reads them), the
 throughput meter (it adds samples/s and the input wait to the epoch's logs), the
 checkpoint, TensorBoard, the epoch line, metrics.json, and last the preemption handler (it ends
@@ -24,6 +25,7 @@ from tfdist.keras_compat import adapter
 from tfdist.options import check_options
 from tfdist.train.checkpoint import TrainingCheckpoint, make_checkpoint
 from tfdist.train.preemption import PreemptionHandler, StepPreemptionHandler, catch_signals
+from tfdist.train.profile_options import ranks_setting, steps_setting
 from tfdist.train.progress import EpochLine
 from tfdist.train.progress_board import ProgressBoard, progress_dir
 from tfdist.train.restarts import end_after_failure
@@ -111,6 +113,7 @@ class TrainingCallbacks(list):
     preemption: Optional[PreemptionHandler] = None
     summary: Optional[RunSummary] = None
     watchdog: Optional[Watchdog] = None
+    profiler = None  # tfdist.train.profiling.ProfileSteps, with profile_steps
     model = None
     params: dict = {}
 
@@ -192,6 +195,10 @@ class CallbackOptions:
         fit has not built before the checkpoint is restored.
     input_skips: the steps rt.dataset skips (its skip_steps): a mid-epoch checkpoint is resumed at
         its step only where the input skips the steps done, else at the epoch's start.
+    profile_steps: (A, B) or "A:B": TensorFlow's profiler traces training steps A..B (from 2)
+        into MODEL_DIR/profile/<rank>/ and the chief writes MODEL_DIR/profile/summary.json
+        (tfdist.train.profiling); None: $PROFILE_STEPS, else off.
+    profile_ranks: the ranks that trace (a list, or "0,3"); None: $PROFILE_RANKS, else all.
     """
 
     batch_size: Optional[int] = None
@@ -207,6 +214,8 @@ class CallbackOptions:
     input_batches: Optional[Callable[[], Optional[int]]] = None
     element_spec: Optional[Callable[[], Any]] = None
     input_skips: Optional[Callable[[], int]] = None
+    profile_steps: Any = None
+    profile_ranks: Any = None
 
     @classmethod
     def of(cls, **options: Any) -> CallbackOptions:
@@ -230,7 +239,7 @@ def training_callbacks(engine,
     the chief; and each rank's progress record (MODEL_DIR/progress/rank-N.json, the watchdog's).
     options: a CallbackOptions, or its fields as keywords (batch_size, checkpoint_steps, requeue,
     meter, tensorboard, preemption, progress, identity, facts, watchdog_timeout, input_batches,
-    element_spec).
+    element_spec, profile_steps, profile_ranks).
     """
     o = (options or CallbackOptions()).replace(**keywords)
     if model_dir and o.preemption:
@@ -243,6 +252,13 @@ def training_callbacks(engine,
     if timeout != 0.0 and engine.roles.trains:
         cbs.watchdog = make_watchdog(engine, model_dir, timeout, requeue, o.input_batches)
         cbs.append(WatchdogCallback(cbs.watchdog))  # first: the others' work gets its grace
+    profile_steps = steps_setting(o.profile_steps)
+    if profile_steps and engine.roles.trains:
+        from tfdist.train.profiling import make_profiler
+
+        cbs.profiler = make_profiler(engine, model_dir, profile_steps,
+                                     ranks_setting(o.profile_ranks))
+        cbs.append(cbs.profiler)
     cbs.extend(engine.callbacks())
     statistics = None
     if engine.roles.trains and caps.replica_statistics:
