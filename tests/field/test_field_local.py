@@ -35,6 +35,8 @@ SCRIPTS = {
     "horovod_tape.py": 2,
     "keras_io_mnist_convnet.py": 2,
     "keras_io_multi_gpu.py": 2,
+    "keras_subclassed_model.py": 2,
+    "keras_batchnorm_callbacks.py": 2,
     "tf_keras_backup_and_restore.py": 2,
     "tf_parameter_server_tutorial.py": 2,
     "tf_multi_worker_tutorial/main.py": 0,
@@ -130,6 +132,26 @@ def test_keras3_scripts_with_the_two_lines(script, tmp_path):
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["strategy"] == "multi_worker", metrics
     assert (run / "checkpoints").is_dir()
+
+
+# Issue 41's two scripts on either Keras (`from tensorflow import keras`): tf-keras on the default
+# stack (its path is the same on every stack), Keras 3 on both.
+@pytest.mark.parametrize("keras", [
+    pytest.param(TF_KERAS, id="tf_keras", marks=pytest.mark.default_stack),
+    pytest.param(KERAS3, id="keras3")
+])
+def test_subclassed_model_and_batchnorm_with_early_stopping(keras, tmp_path):
+    """A subclassed model (its own `call`) and a BatchNormalization model with EarlyStopping and
+    ReduceLROnPlateau, each with the two lines on 2 workers: one model (every variable equal on
+    both ranks, BatchNormalization's moving statistics among them), the same epochs and rate."""
+    for script in ("keras_subclassed_model.py", "keras_batchnorm_callbacks.py"):
+        out = tmp_path / script[:-3]
+        out.mkdir()
+        proc = launch(2, "python", f"examples/{script}", str(out), **keras)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+        res = results(out, 2, proc)
+        assert res["replicas"] == 2 and res["test_accuracy"] >= MIN_ACCURACY, res
+        assert res["keras"].startswith("2." if keras == TF_KERAS else "3."), res
 
 
 def test_tensorflow_parameter_server_tutorial(tmp_path):
