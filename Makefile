@@ -13,7 +13,7 @@ NEWEST_HOROVOD_STAMP := $(NEWEST)/.horovod-installed
 HOROVOD_STAMP := $(VENV)/.horovod-installed
 BENCH_STAMP := $(VENV)/.bench-installed
 DOCS_STAMP := $(VENV)/.docs-installed
-SRC    := tfdist pipelines tests bench jobs tools/docs tools/run_tests.py tools/slowest_tests.py \
+SRC    := tfdist pipelines tests examples bench jobs tools/docs tools/run_tests.py tools/slowest_tests.py \
           tools/keras3_sources.py tools/keras3_releases.py
 
 .PHONY: help install install-newest test test-fast test-newest test-range lint format clean

@@ -4,10 +4,10 @@
 # then `pip install -e .` into it, then the checks:
 #   1. pip kept that TensorFlow (tfdist never up- or downgrades a cluster's TensorFlow);
 #   2. `import tfdist` gives tf.keras = tf-keras of the same minor;
-#   3. a user's plain Keras script (tests/field/plain_keras_digits.py) trains with 2 workers under
-#      `tfdist launch` (MultiWorkerMirroredStrategy) to >= 0.95 test accuracy;
+#   3. a user's plain Keras script (examples/tf_keras_backup_and_restore.py) trains with 2 workers
+#      under `tfdist launch` (MultiWorkerMirroredStrategy) to >= 0.95 test accuracy;
 #   4. Horovod builds against that TensorFlow (tools/build_horovod_wheel.sh: once, then cached) and
-#      Horovod's Keras example (tests/field/horovod_keras_digits.py) trains on 2 ranks to >= 0.95.
+#      Horovod's Keras example (examples/horovod_keras.py) trains on 2 ranks to >= 0.95.
 #
 #   tools/check_tf_range.sh [VERSION...]        default: 2.16 2.17 2.19 2.20
 #   TFDIST_RANGE_DIR   where the venvs live (default: .venv-range/), kept for the next run
@@ -56,11 +56,11 @@ PY
         failed+=("$v")
         continue
     fi
-    if (cd tests/field && TF_USE_LEGACY_KERAS=1 PATH="$venv/bin:$PATH" TF_CPP_MIN_LOG_LEVEL=3 \
-        timeout 600 "$venv/bin/tfdist" launch -n 2 -- python plain_keras_digits.py "$out" 6 \
-        >"$out/log" 2>&1) && "$venv/bin/python" - "$out/result.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
+    if (TF_USE_LEGACY_KERAS=1 PATH="$venv/bin:$PATH" TF_CPP_MIN_LOG_LEVEL=3 \
+        timeout 600 "$venv/bin/tfdist" launch -n 2 -- python examples/tf_keras_backup_and_restore.py \
+        "$out" 6 >"$out/log" 2>&1) && "$venv/bin/python" - "$out" <<'PY'
+import glob, json, sys
+r = json.load(open(sorted(glob.glob(sys.argv[1] + "/result-*.json"))[0]))  # examples/results.py
 assert r["replicas"] == 2 and r["test_accuracy"] >= 0.95, r
 print(f"plain Keras script, 2 workers: test accuracy {r['test_accuracy']:.4f}")
 PY
@@ -83,11 +83,12 @@ PY
         continue
     fi
     grep -E '^\[horovod\] (built|cached)' "$out/build" || true
-    if (cd tests/field && TF_USE_LEGACY_KERAS=1 PATH="$venv/bin:$PATH" TF_CPP_MIN_LOG_LEVEL=3 \
-        timeout 600 "$venv/bin/tfdist" launch -n 2 -- python horovod_keras_digits.py "$out" \
-        >"$out/log" 2>&1) && "$venv/bin/python" - "$out/result.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
+    rm -f "$out"/result-*.json  # the plain script's
+    if (TF_USE_LEGACY_KERAS=1 PATH="$venv/bin:$PATH" TF_CPP_MIN_LOG_LEVEL=3 \
+        timeout 600 "$venv/bin/tfdist" launch -n 2 -- python examples/horovod_keras.py "$out" \
+        >"$out/log" 2>&1) && "$venv/bin/python" - "$out" <<'PY'
+import glob, json, sys
+r = json.load(open(sorted(glob.glob(sys.argv[1] + "/result-*.json"))[0]))  # examples/results.py
 assert r["size"] == 2 and r["test_accuracy"] >= 0.95, r
 print(f"Horovod's Keras example, 2 ranks: test accuracy {r['test_accuracy']:.4f}")
 PY

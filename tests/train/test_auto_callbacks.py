@@ -18,6 +18,11 @@ class Meter:  # one of tfdist's own
     __module__ = "tfdist.train.throughput"
 
 
+class Statistics:  # tfdist's own that runs before the script's (the layer statistics)
+    __module__ = "tfdist.train.callbacks"
+    before_the_scripts = True
+
+
 class Model:
     strategy = None  # made under TensorFlow's default strategy, as tfdist's engine's here
 
@@ -37,6 +42,7 @@ def test_added_once_and_nothing_twice(monkeypatch):
         return TrainingCallbacks(
             [BroadcastGlobalVariablesCallback(),
              MetricAverageCallback(),
+             Statistics(),
              Meter()])
 
     keras = type("A", (), {
@@ -50,12 +56,14 @@ def test_added_once_and_nothing_twice(monkeypatch):
         assert isinstance(fit_call(batch_size=64)["callbacks"], TrainingCallbacks)
         assert made == [("/runs/a", 32)]
         # The script's own Horovod broadcast: the engine's of that kind is left out; the engine's
-        # others come before the script's (they average the logs it reads), tfdist's after.
+        # others come before the script's (they average the logs it reads), and the layer
+        # statistics' averaging (the weights it reads and keeps), tfdist's others after.
         own = BroadcastGlobalVariablesCallback()
         callbacks = fit_call(callbacks=[own], batch_size=63)["callbacks"]
-        assert [type(c).__name__ for c in callbacks
-                ] == ["MetricAverageCallback", "BroadcastGlobalVariablesCallback", "Meter"]
-        assert callbacks[1] is own
+        assert [type(c).__name__ for c in callbacks] == [
+            "MetricAverageCallback", "Statistics", "BroadcastGlobalVariablesCallback", "Meter"
+        ]
+        assert callbacks[2] is own
         assert made[-1] == ("/runs/a/fit-2", None)  # the second fit; 63 is not 2 replicas' batch
         # Callbacks that hold tfdist's already: nothing added, nothing made.
         theirs = TrainingCallbacks([Meter()])

@@ -100,9 +100,14 @@ def _add(call: user_fit.Call) -> None:
         return
     given = list(given) if isinstance(given, (list, tuple)) else [given]
     # The engine's (Horovod's metric averaging) before the script's, which then read the logs
-    # every rank shares (an EarlyStopping on one rank's own loss could stop it alone); tfdist's
-    # own after them (the preemption stop ends fit once the script's have seen the epoch).
-    front = [c for c in ours if not type(c).__module__.startswith("tfdist.train.")]
+    # every rank shares (an EarlyStopping on one rank's own loss could stop it alone), and so is
+    # the layer statistics' averaging (the weights the script's callbacks keep are then every
+    # rank's); tfdist's others after them (the preemption stop ends fit once the script's have
+    # seen the epoch).
+    front = [
+        c for c in ours if not type(c).__module__.startswith("tfdist.train.")
+        or getattr(c, "before_the_scripts", False)
+    ]
     for callback in front:
         ours.remove(callback)
     # Keras 3 takes the list subclass as one callback; tf-keras flattens a nested list.

@@ -86,6 +86,11 @@ class _LayerStatistics(tf_keras.callbacks.Callback):
     the replicas at each epoch end (and, through the checkpoint, before each write) where each
     replica keeps its own: tfdist.distribute.layer_statistics."""
 
+    # Added to a script's fit (tfdist.train.auto_callbacks), it runs before the script's own
+    # callbacks: they see, and keep, the averaged statistics (Keras 3's
+    # EarlyStopping(restore_best_weights=True) sets the weights it kept at an epoch end).
+    before_the_scripts = True
+
     def __init__(self, engine):
         super().__init__()
         self.engine = engine

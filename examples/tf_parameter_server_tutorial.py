@@ -1,7 +1,17 @@
-# TensorFlow's "Parameter server training with ParameterServerStrategy" tutorial (the Model.fit
-# flow: ClusterCoordinator behind DatasetCreator) as users write it for a real cluster, on digits.
-# The lines tfdist needs are marked "tfdist:".
-import json
+"""TensorFlow's "Parameter server training with ParameterServerStrategy" tutorial (the Model.fit
+flow: ClusterCoordinator behind DatasetCreator, tf.keras: tf-keras under
+`export TF_USE_LEGACY_KERAS=1`) as users write it for a real cluster, on scikit-learn's digits,
+with tfdist's two lines (marked `# tfdist`). Run it with 3 tasks (chief, ps, worker):
+`tfdist launch -n 3 -- python examples/tf_parameter_server_tutorial.py OUT`, or on Slurm
+`sbatch --ntasks-per-node=2 jobs/parameter_server.sbatch runs/ps -- python
+examples/tf_parameter_server_tutorial.py OUT` (chief, 1 ps, 2 workers).
+
+`tfdist.init(strategy="parameter_server")` names its strategy (plain `tfdist.init()` would take
+multi_worker under `tfdist launch` without `--strategy`): it builds the TF_CONFIG with the chief,
+ps and worker roles that the tutorial's own ParameterServerStrategy reads, and serves the ps and
+worker tasks. Arguments: OUT, the BackupAndRestore directory and the result file tfdist's tests
+read (examples/results.py). 8 epochs: test accuracy >= 0.95, tfdist's test's bound.
+"""
 import os
 import sys
 
@@ -10,6 +20,7 @@ import tfdist  # tfdist
 import tensorflow as tf
 
 import digits_data
+import results
 
 # TF_CONFIG with chief, ps and worker from Slurm or `tfdist launch`; the ps and worker tasks serve
 # in tfdist.init and exit when the chief has finished (TensorFlow's server.join() never returns).
@@ -62,9 +73,8 @@ model.fit(dc, epochs=8, steps_per_epoch=50, callbacks=callbacks, verbose=2)
 # Inline evaluation, as in the tutorial: the workers run the evaluation steps.
 eval_dataset = tf.data.Dataset.from_tensor_slices((x_test / 255.0, y_test)).batch(len(y_test))
 _, accuracy = model.evaluate(eval_dataset, steps=1, verbose=0)
-with open(os.path.join(out_dir, "result.json"), "w") as f:
-    json.dump(
-        {
-            "test_accuracy": accuracy,
-            "workers": len(cluster_resolver.cluster_spec().job_tasks("worker"))
-        }, f)
+print("Test accuracy:", accuracy)
+results.save(out_dir,
+             model,
+             accuracy,
+             workers=len(cluster_resolver.cluster_spec().job_tasks("worker")))
