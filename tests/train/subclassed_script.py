@@ -16,7 +16,8 @@ own_dataset = sys.argv[4:] == ["own_dataset"]  # a tf.data.Dataset of its own, n
 if which == "keras3":
     import keras
 else:
-    keras = tf.keras
+    keras = tf.keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1 (keras_environ)
+    assert keras.__name__.startswith("tf_keras"), "TF_USE_LEGACY_KERAS=1 not exported: Keras 3"
 
 rt = tfdist.init()
 keras.utils.set_random_seed(0)

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.helpers import PYTHON, run
+from tests.helpers import PYTHON, keras_environ, run
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,7 @@ def final_state(model_dir):
 def test_a_subclassed_models_run_extended_from_2_to_4_epochs_ends_as_a_run_of_4(tmp_path, keras):
     extended, straight = tmp_path / "extended", tmp_path / "straight"
     for model_dir, epochs in ((extended, 2), (extended, 4), (straight, 4)):
-        r = run([PYTHON, SCRIPT, model_dir, keras, epochs])
+        r = run([PYTHON, SCRIPT, model_dir, keras, epochs], env=keras_environ(keras))
         out = r.stdout + r.stderr
         assert r.returncode == 0, out[-3000:]
         if (model_dir, epochs) == (extended, 4):
