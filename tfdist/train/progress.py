@@ -34,6 +34,10 @@ class EpochLine(tf_keras.callbacks.Callback):
         self._start = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        values = [_value(k, float(v)) for k, v in (logs or {}).items()]
+        # The loss first on both Kerases, as the docs show it: tf-keras's logs start with it,
+        # Keras 3's with the compiled metrics (`accuracy 0.9 - loss 0.3`).
+        logs = dict(logs or {})
+        first = {"loss": logs.pop("loss")} if "loss" in logs else {}
+        values = [_value(k, float(v)) for k, v in {**first, **logs}.items()]
         values.append(f"{time.perf_counter() - self._start:.1f} s")
         log.info("epoch %d/%d: %s", epoch + 1, self.params["epochs"], " - ".join(values))
