@@ -93,8 +93,9 @@ def test_a_keras_that_takes_no_distributed_dataset_says_so(monkeypatch):
 
 
 def keras38_is_tf_dataset(tmp_path):
-    """Keras 3.0-3.8's `is_tf_dataset`: the installed (3.9+) one less the single name 3.9 added,
-    loaded from a file so that its source is what inspect reads (its hash is RUN's for 3.0-3.8)."""
+    """Keras 3.0-3.8's `is_tf_dataset`: the installed one less the single name 3.9 added (3.8.0's
+    as it is on the default stack), loaded from a file so that its source is what inspect reads
+    (its hash is RUN's for 3.0-3.8)."""
     import inspect
 
     from keras.src.trainers import data_adapters
@@ -102,13 +103,12 @@ def keras38_is_tf_dataset(tmp_path):
     source = inspect.getsource(
         getattr(data_adapters.is_tf_dataset, "__wrapped__", data_adapters.is_tf_dataset))
     line = '                "DistributedDatasetsFromFunction",\n'
-    assert line in source
     path = tmp_path / "keras38_adapters.py"
     path.write_text(source.replace(line, ""))
     spec = importlib.util.spec_from_file_location("keras38_adapters", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert source_hash(module.is_tf_dataset) in RUN["is_tf_dataset"]
+    assert "3.8.0" in RUN["is_tf_dataset"].get(source_hash(module.is_tf_dataset), ())
     return module
 
 
