@@ -8,14 +8,13 @@ import pytest
 
 from tests.helpers import JOB_TAG
 
-# The suite's own Keras is tf-keras: TensorFlow's switch, set here before any test module imports
-# TensorFlow and inherited by every process a test starts (the Slurm jobs too), as a user who
-# exported it has it. `tfdist train` without --keras and `tf.keras` in the tests' own scripts then
-# train tf-keras; Keras 3 is asked for where a test means it (--keras=3, `import keras`).
-# TensorFlow's default, the switch unset (tf.keras is Keras 3), is what a user's login shell has:
-# the field scripts run there (tests/field/helpers.py user_environ), and tests/test_keras_choice.py
-# checks that tfdist keeps either.
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+# The suite's Keras is the users': TensorFlow's default, its switch unset (tf.keras is Keras 3), in
+# this process (its in-process tests import TensorFlow after this file) and in every process a
+# test starts. A switch exported by the caller's shell is dropped here, before any test module
+# imports TensorFlow, so that the suite tests the same Keras on every machine. tf-keras is asked
+# for where a test means it: `tfdist train --keras=2`, or the switch in the environment it passes
+# (tests.helpers.keras_environ), as a user of tf-keras exports it.
+os.environ.pop("TF_USE_LEGACY_KERAS", None)
 
 # Each test's CPU seconds in the JUnit XML; what a test that cannot run here becomes (a skip, or
 # under CI a failure).

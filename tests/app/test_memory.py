@@ -3,22 +3,22 @@ simple models worked out by hand."""
 
 import pytest
 
-import tfdist  # noqa: F401  (tf-keras before TensorFlow)
-import tensorflow as tf
+import tfdist  # noqa: F401  (before TensorFlow, as a user script starts)
+import tf_keras  # what tfdist.app.models builds and tfdist.app.memory counts (`tfdist plan`)
 from tf_keras.src.utils.layer_utils import count_params
 
 from tfdist.app.schedules import make_optimizer
 from tfdist.app.memory import ModelMemory, model_memory, parse_bytes
 from tfdist.app.models import MODELS, build_model
 
-layers = tf.keras.layers
+layers = tf_keras.layers
 
 
 @pytest.fixture
 def policy():
     """Set a Keras precision policy for one test; float32 again afterwards."""
-    yield tf.keras.mixed_precision.set_global_policy
-    tf.keras.mixed_precision.set_global_policy("float32")
+    yield tf_keras.mixed_precision.set_global_policy
+    tf_keras.mixed_precision.set_global_policy("float32")
 
 
 @pytest.mark.parametrize(
@@ -42,11 +42,11 @@ def test_bundled_models_match_keras_count_params_exactly(name, precision, policy
 
 def test_activations_are_every_layer_output_once_and_twice_the_largest(policy):
     inner_in = layers.Input((4, ))
-    inner = tf.keras.Model(inner_in, layers.Dense(3)(inner_in))
+    inner = tf_keras.Model(inner_in, layers.Dense(3)(inner_in))
     outer_in = layers.Input((4, ))
-    nested = tf.keras.Model(outer_in, layers.Dense(2)(inner(outer_in)))
+    nested = tf_keras.Model(outer_in, layers.Dense(2)(inner(outer_in)))
     flat_in = layers.Input((4, ))
-    flat = tf.keras.Model(flat_in, layers.Dense(2)(layers.Dense(3)(flat_in)))
+    flat = tf_keras.Model(flat_in, layers.Dense(2)(layers.Dense(3)(flat_in)))
     for model in (nested, flat):
         mem = model_memory(model, make_optimizer("sgd", 0.1))
         assert mem.forward_bytes_per_sample == 4 * (4 + 3 + 2)  # input, two outputs
@@ -55,7 +55,7 @@ def test_activations_are_every_layer_output_once_and_twice_the_largest(policy):
         assert (mem.params, mem.weight_bytes) == (4 * 3 + 3 + 3 * 2 + 2, 4 * 23)
     policy("mixed_bfloat16")
     low_in = layers.Input((4, ))
-    low = tf.keras.Model(low_in, layers.Dense(2, dtype="float32")(layers.Dense(3)(low_in)))
+    low = tf_keras.Model(low_in, layers.Dense(2, dtype="float32")(layers.Dense(3)(low_in)))
     # float32 input, bfloat16 hidden output, float32 logits
     assert model_memory(low, make_optimizer("sgd", 0.1)).forward_bytes_per_sample == 16 + 6 + 8
 

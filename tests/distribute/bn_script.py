@@ -6,8 +6,8 @@ OUT/replicas.json: each statistic's copy on each replica.
 
     python bn_script.py OUT STRATEGY KERAS [unsynced]
 
-KERAS: 2 (tf.keras, tf-keras under tfdist) or 3 (`import keras`). "unsynced": tfdist's averaging
-of the layer statistics turned off (what the Keras does alone)."""
+KERAS: 2 (tf.keras, tf-keras: the test exports TF_USE_LEGACY_KERAS=1) or 3 (`import keras`).
+"unsynced": tfdist's averaging of the layer statistics turned off (what the Keras does alone)."""
 import json
 import os
 import sys
@@ -22,7 +22,8 @@ out, strategy, version = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if version == 3:
     import keras
 else:
-    keras = tf.keras
+    keras = tf.keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1 (keras_environ)
+    assert keras.__name__.startswith("tf_keras"), "TF_USE_LEGACY_KERAS=1 not exported: Keras 3"
 if sys.argv[4:] == ["unsynced"]:
     import tfdist.distribute.layer_statistics as statistics
 

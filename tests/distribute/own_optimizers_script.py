@@ -18,7 +18,8 @@ out_dir, which = sys.argv[1], sys.argv[2]
 if which == "keras3":
     import keras
 else:
-    keras = tf.keras
+    keras = tf.keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1 (keras_environ)
+    assert keras.__name__.startswith("tf_keras"), "TF_USE_LEGACY_KERAS=1 not exported: Keras 3"
 
 EPOCHS, STEPS = 3, 20
 rt = tfdist.init(strategy="parameter_server")  # ps and workers serve here and exit

@@ -1,7 +1,8 @@
 """Train a small model a few steps on a fixed global batch; save the final weights.
 
 Run by test_same_math.py as 1 process or under `tfdist launch`; argv: STRATEGY OUT.npz [KERAS]
-(KERAS: 2, tf.keras, the default; or 3, `import keras`).
+(KERAS: 2, tf-keras, the default, with TF_USE_LEGACY_KERAS=1 exported by the test; or 3, `import
+keras`).
 """
 
 import sys

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import launch, requires_horovod
+from tests.helpers import keras_environ, launch, requires_horovod
 
 pytestmark = pytest.mark.slow
 SCRIPT = str(Path(__file__).parent / "bn_script.py")
@@ -20,7 +20,15 @@ STATISTICS = ("moving_mean", "moving_variance")
 def train(out, strategy, keras, *args):
     """bn_script.py on 2 ranks: each rank's [(name, weight)] in the model's order."""
     out.mkdir()
-    proc = launch(2, sys.executable, SCRIPT, str(out), strategy, str(keras), *args, timeout=420)
+    proc = launch(2,
+                  sys.executable,
+                  SCRIPT,
+                  str(out),
+                  strategy,
+                  str(keras),
+                  *args,
+                  timeout=420,
+                  env=keras_environ(keras))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return [[(n, np.array(w)) for n, w in json.loads((out / f"rank-{r}.json").read_text())]
             for r in (0, 1)]

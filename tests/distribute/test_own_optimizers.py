@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PYTHON, WAIT, launch
+from tests.helpers import PYTHON, WAIT, keras_environ, launch
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +18,7 @@ SCRIPT = Path(__file__).resolve().parent / "own_optimizers_script.py"
 
 @pytest.mark.parametrize("keras", ["tf_keras", "keras3"])
 def test_the_watchdog_counts_the_steps_of_a_train_step_with_optimizers_of_its_own(tmp_path, keras):
-    r = launch(4, PYTHON, SCRIPT, tmp_path, keras, timeout=WAIT)
+    r = launch(4, PYTHON, SCRIPT, tmp_path, keras, timeout=WAIT, env=keras_environ(keras))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]
     res = json.loads((tmp_path / "result.json").read_text())
     # What makes the case: the model's optimizer stood still while the players' moved.

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import launch, run
+from tests.helpers import keras_environ, launch, run
 
 pytestmark = pytest.mark.slow
 SCRIPT = str(Path(__file__).parent / "two_lines_script.py")
@@ -62,12 +62,12 @@ def test_multi_worker(keras, tmp_path):
     # (before, each worker trained its own copy, silently: issue 41's weight sums -115.87 and
     # -114.22); with the scope, as the docs wrote it before, the same.
     for when in ("after", "scope"):
-        r = launch(2, sys.executable, SCRIPT, str(keras), str(out), when)
+        r = launch(2, sys.executable, SCRIPT, str(keras), str(out), when, env=keras_environ(keras))
         assert r.returncode == 0, r.stderr[-3000:]
         assert_one_model(out)
 
     # Before init(): TensorFlow's runtime already started, which MultiWorkerMirrored refuses.
-    r = launch(2, sys.executable, SCRIPT, str(keras), str(out), "before")
+    r = launch(2, sys.executable, SCRIPT, str(keras), str(out), "before", env=keras_environ(keras))
     assert r.returncode != 0
     said = r.stdout + r.stderr
     assert said.count("LateInitError: tfdist.init() (MultiWorkerMirroredStrategy) must come "
@@ -81,10 +81,14 @@ def test_mirrored_on_two_devices(keras, tmp_path):
     scope; one made before init() (it would train on one device) is refused by its fit."""
     out = tmp_path / "w"
     for when in ("after", "scope"):
-        r = run([sys.executable, SCRIPT, str(keras), str(out), when, "mirrored"])
+        r = run([sys.executable, SCRIPT,
+                 str(keras), str(out), when, "mirrored"],
+                env=keras_environ(keras))
         assert r.returncode == 0, r.stderr[-3000:]
         assert_one_model(out, n=1)
-    r = run([sys.executable, SCRIPT, str(keras), str(out), "before", "mirrored"])
+    r = run([sys.executable, SCRIPT,
+             str(keras), str(out), "before", "mirrored"],
+            env=keras_environ(keras))
     assert r.returncode != 0
     assert REFUSED.format("mirrored, 1 task, 2 replicas in sync") in r.stderr, r.stderr[-3000:]
     assert not list(tmp_path.glob("w.*.npz"))
@@ -95,7 +99,9 @@ def test_same_math_as_one_process(keras, tmp_path):
     """The script's batch_size (64) is the global batch: 2 workers, and 2 devices, train the
     weights one process trains (seeds fixed, dropout off: `same_math`)."""
     one = tmp_path / "one"
-    r = run([sys.executable, SCRIPT, str(keras), str(one), "after", "same_math"])
+    r = run([sys.executable, SCRIPT,
+             str(keras), str(one), "after", "same_math"],
+            env=keras_environ(keras))
     assert r.returncode == 0, r.stderr[-3000:]
     single = np.load(f"{one}.0.npz")
     assert int(single["replicas"]) == 1
@@ -105,9 +111,19 @@ def test_same_math_as_one_process(keras, tmp_path):
         assert np.max(np.abs(final - initial)) / scale > 1e-2  # training moved the weights
 
     workers, devices = tmp_path / "workers", tmp_path / "devices"
-    r = launch(2, sys.executable, SCRIPT, str(keras), str(workers), "after", "same_math")
+    r = launch(2,
+               sys.executable,
+               SCRIPT,
+               str(keras),
+               str(workers),
+               "after",
+               "same_math",
+               env=keras_environ(keras))
     assert r.returncode == 0, r.stderr[-3000:]
-    r = run([sys.executable, SCRIPT, str(keras), str(devices), "after", "mirrored", "same_math"])
+    r = run([sys.executable, SCRIPT,
+             str(keras),
+             str(devices), "after", "mirrored", "same_math"],
+            env=keras_environ(keras))
     assert r.returncode == 0, r.stderr[-3000:]
     for saved in ranks(workers) + ranks(devices, 1):
         assert int(saved["replicas"]) == 2
@@ -124,7 +140,7 @@ def test_callbacks_without_asking(keras, tmp_path):
     (without them issue 41 measured moving_mean sums 0.153 and 0.465), and with $MODEL_DIR the
     run checkpoints, and the same script run again resumes where the first run ended."""
     out, model_dir = tmp_path / "w", tmp_path / "run"
-    env = {"MODEL_DIR": str(model_dir)}
+    env = {"MODEL_DIR": str(model_dir), **keras_environ(keras)}
     r = launch(2, sys.executable, SCRIPT, str(keras), str(out), "after", "bn", "epochs=1", env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert assert_one_model(out) == [1, 1]  # the moving statistics are among the weights

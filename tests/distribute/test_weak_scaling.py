@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run
+from tests.helpers import keras_environ, run
 
 # Newest stack: no. What it checks is tfdist's own arithmetic on fit's and compile's arguments
 # (the hooks themselves run on both stacks in test_two_lines.py).
@@ -19,7 +19,7 @@ SCRIPT = str(Path(__file__).parent / "weak_scaling_script.py")
 
 @pytest.mark.parametrize("keras", [2, 3])
 def test_batch_per_replica_and_rate_scaled(keras):
-    r = run([sys.executable, SCRIPT, str(keras)])
+    r = run([sys.executable, SCRIPT, str(keras)], env=keras_environ(keras))
     assert r.returncode == 0, r.stderr[-3000:]
     line = next(s for s in r.stdout.splitlines() if s.startswith("weak_scaling: "))
     said = json.loads(line.split(": ", 1)[1])

@@ -23,7 +23,9 @@ MIRRORED, SAME_MATH = "mirrored" in sys.argv[4:], "same_math" in sys.argv[4:]
 BN = "bn" in sys.argv[4:]
 EPOCHS = int(next((a.split("=")[1] for a in sys.argv[4:] if a.startswith("epochs=")), 2))
 if KERAS == 2:
-    from tensorflow import keras  # tf-keras: the test environment exports TF_USE_LEGACY_KERAS=1
+    from tensorflow import keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1 (keras_environ)
+
+    assert keras.__name__.startswith("tf_keras"), "TF_USE_LEGACY_KERAS=1 not exported: Keras 3"
 else:
     import keras
 

@@ -10,7 +10,9 @@ import sys
 import numpy as np
 
 if sys.argv[1] == "2":
-    from tensorflow import keras  # tf-keras: the test environment exports TF_USE_LEGACY_KERAS=1
+    from tensorflow import keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1 (keras_environ)
+
+    assert keras.__name__.startswith("tf_keras"), "TF_USE_LEGACY_KERAS=1 not exported: Keras 3"
 else:
     import keras
 import tensorflow as tf

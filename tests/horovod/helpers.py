@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.helpers import clean_environ
+from tests.helpers import clean_environ, keras_environ
 from tfdist.cluster.local import launch_environ
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -16,10 +16,12 @@ WORKER = os.path.join(HERE, "hvd_worker.py")
 
 def start_task(mode, out, rank=None, world=2, port=None, prefix=(), worker=WORKER, **extra):
     """One worker process (`worker`, a script of this folder, run after `prefix`); with `rank`,
-    the environment `tfdist launch` gives that rank."""
+    the environment `tfdist launch` gives that rank. hvd_worker.py's model is tf_keras: its
+    environment has tf-keras's switch, as its user exports it."""
     env = clean_environ(TF_CPP_MIN_LOG_LEVEL="2",
                         PYTHONUNBUFFERED="1",
                         CUDA_VISIBLE_DEVICES="",
+                        **(keras_environ(2) if worker == WORKER else {}),
                         **extra)
     if rank is not None:
         env.update(launch_environ(rank, world, port))

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 
-import tfdist  # noqa: F401  (before TensorFlow: tf.keras is tf-keras; `keras` stays Keras 3)
+import tfdist  # noqa: F401  (before TensorFlow, as a user script starts)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

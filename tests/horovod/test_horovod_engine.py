@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.helpers import clean_environ, requires_horovod
+from tests.helpers import clean_environ, keras_environ, requires_horovod
 
 
 def test_optimizer_options_are_checked_first():
@@ -80,8 +80,10 @@ print("ALIASING OK", case, sys.modules.get("keras"))
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["absent", "real", "fake"])
 def test_keras_alias_is_undone_and_horovod_callbacks_work(case):
+    # tf-keras's binding: tf.keras is tf-keras, as its user exports it (Keras 3's:
+    # test_horovod_keras_binding.py).
     r = subprocess.run([sys.executable, "-c", ALIASING, case],
-                       env=clean_environ(),
+                       env=clean_environ(**keras_environ(2)),
                        capture_output=True,
                        text=True,
                        timeout=300)

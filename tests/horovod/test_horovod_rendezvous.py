@@ -58,6 +58,8 @@ def test_host_alloc_plan_matches_the_rings_of_each_rank():
     assert [(s.size, s.local_size, s.cross_size) for s in plan] == [(3, 2, 2), (3, 2, 1), (3, 1, 2)]
 
 
+# Its bound of 30 s on a 1-5 s timeout is a pace: the alone part (tools/run_tests.py).
+@pytest.mark.alone
 @requires_horovod
 @pytest.mark.horovod
 def test_rendezvous_check_in_and_a_missing_rank():
@@ -131,6 +133,8 @@ def test_the_rendezvous_listens_on_one_address_only():
     assert ipv4_listeners(port) == set()
 
 
+# Its bound of 30 s on a 1-5 s timeout is a pace: the alone part (tools/run_tests.py).
+@pytest.mark.alone
 @requires_horovod
 @pytest.mark.horovod
 def test_no_rendezvous_server_is_an_error_not_a_hang():

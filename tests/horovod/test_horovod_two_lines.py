@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import TFDIST, requires_horovod, run
+from tests.helpers import TFDIST, keras_environ, requires_horovod, run
 
 pytestmark = [pytest.mark.horovod, pytest.mark.slow, requires_horovod]
 SCRIPT = str(Path(__file__).parent / "two_lines_hvd_script.py")
@@ -25,8 +25,10 @@ SAME_MATH = 1.5e-5
 TRAINED, EVALUATED = 675, 75
 
 
-def horovod_launch(*cmd):
-    return run([TFDIST, "launch", "-n", "2", "--strategy", "horovod", "--", *cmd], timeout=300)
+def horovod_launch(*cmd, env=None):
+    return run([TFDIST, "launch", "-n", "2", "--strategy", "horovod", "--", *cmd],
+               timeout=300,
+               env=env)
 
 
 def weights(saved, prefix):
@@ -58,11 +60,18 @@ def test_two_lines(keras, tmp_path):
     validation_data), and with Horovod's own lines (hvd.DistributedOptimizer, its callbacks, the
     arrays split by the script: every other sample, the per-rank batch 32)."""
     one, out = tmp_path / "one", tmp_path / "w"
-    r = run([sys.executable, SCRIPT, str(keras), str(one), "arrays", "single"])
+    r = run([sys.executable, SCRIPT,
+             str(keras), str(one), "arrays", "single"],
+            env=keras_environ(keras))
     assert r.returncode == 0, r.stderr[-3000:]
     reference = np.load(f"{one}.arrays.0.npz")
-    r = horovod_launch(sys.executable, SCRIPT, str(keras), str(out), "arrays,dataset,own",
-                       "two_lines")
+    r = horovod_launch(sys.executable,
+                       SCRIPT,
+                       str(keras),
+                       str(out),
+                       "arrays,dataset,own",
+                       "two_lines",
+                       env=keras_environ(keras))
     said = r.stdout + r.stderr  # launch passes the tasks' output on, prefixed with their ranks
     assert r.returncode == 0, said[-3000:]
     saved = {

@@ -21,7 +21,9 @@ from sklearn.datasets import load_digits
 
 KERAS, OUT, KINDS, MODE = int(sys.argv[1]), sys.argv[2], sys.argv[3].split(","), sys.argv[4]
 if KERAS == 2:
-    from tensorflow import keras  # tf-keras: the test environment exports TF_USE_LEGACY_KERAS=1
+    from tensorflow import keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1 (keras_environ)
+
+    assert keras.__name__.startswith("tf_keras"), "TF_USE_LEGACY_KERAS=1 not exported: Keras 3"
 else:
     import keras
 import tensorflow as tf  # noqa: E402

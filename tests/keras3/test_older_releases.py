@@ -1,8 +1,9 @@
 """What older Keras 3 releases lack, refused with the fix: before 3.8 Keras adds up the gradients of
 several replicas (keras_compat.replica_loss: fit is refused there and trains as before under one
 replica); before 3.1 its optimizers cannot be checkpointed (tfdist.train.checkpoint). The
-installed Keras (3.15.1 on both stacks) is made to answer as those releases do; the releases
-themselves are run by tools/keras3_releases.py (docs/compatibility.md#keras-3-releases)."""
+installed Keras (3.8.0 on the default stack, 3.15.1 on the newest) is made to answer as those
+releases do; the releases themselves are run by tools/keras3_releases.py
+(docs/compatibility.md#keras-3-releases)."""
 
 import types
 

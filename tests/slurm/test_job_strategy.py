@@ -92,7 +92,9 @@ def test_a_two_line_script_trains_under_horovod_sbatch_and_resumes_after_its_req
     assert sorted(res) == [0, 1], job.describe()
     for rank, r in res.items():
         assert (r["strategy"], r["world_size"], r["model_dir"]) == ("horovod", 2, str(model_dir)), r
-        assert r["accuracy"] > 0.5, r  # trained (chance: 0.1); 0.77 measured after 3 epochs
+        # Trained (chance: 0.1): after 3 epochs 0.77 measured with tf-keras; Keras 3 (the suite's
+        # Keras since 2026-11-27) 0.74 under `tfdist launch -n 2 --strategy=horovod`.
+        assert r["accuracy"] > 0.5, r
     assert res[0]["weight_sum"] == res[1]["weight_sum"], res
     # Its files in MODEL_DIR: tfdist's checkpoints and metrics.json, the chief's model.
     metrics = json.loads((model_dir / "metrics.json").read_text())

@@ -152,6 +152,7 @@ def test_users_own_keras_script(slurm, jobdir):
     (m, ) = job.json_files("runs/mine/metrics.json")
     assert m["strategy"] == "multi_worker", m
     assert (m["world_size"], m["num_replicas"], m["epochs"]) == (2, 2, 10), m
+    # Keras 3 (tf.keras by default): 353/360 under `tfdist launch -n 2` (2026-11-27).
     assert reached(m["final"]["test_accuracy"], 0.95), m
     assert len(m["epoch_samples_per_sec"]) == 10 and m["resumed_from"] is None, m
     assert "keras_digits: " in job.log

@@ -18,7 +18,8 @@ checkpoint_steps = 2 if sys.argv[4:] == ["every_2_steps"] else 0
 if which == "keras3":
     import keras
 else:
-    keras = tf.keras
+    keras = tf.keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1 (keras_environ)
+    assert keras.__name__.startswith("tf_keras"), "TF_USE_LEGACY_KERAS=1 not exported: Keras 3"
 
 rt = tfdist.init()
 keras.utils.set_random_seed(0)

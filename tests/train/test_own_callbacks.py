@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import launch
+from tests.helpers import keras_environ, launch
 
 pytestmark = pytest.mark.slow
 SCRIPT = str(Path(__file__).parent / "own_callbacks_script.py")
@@ -42,7 +42,7 @@ def test_chief_writes_every_file_and_all_resume(keras, tmp_path):
     script = [sys.executable, SCRIPT, str(keras), str(shared), str(out)]
     if read_only_view():
         script = ["sh", "-c", READ_ONLY_ON_RANK_1, "sh", *script]
-    env = {"SHARED": str(shared)}
+    env = {"SHARED": str(shared), **keras_environ(keras)}
 
     # Both ranks stopped in the second epoch (an exception), then fit again: it resumes from the
     # first epoch's backup. (A new process reads it the same way: `crash`, then a re-run.)

@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.helpers import PYTHON, run
+from tests.helpers import PYTHON, keras_environ, run
 from tfdist.train.checkpoint import EXIT_AFTER_STEP
 
 pytestmark = pytest.mark.slow
@@ -40,13 +40,14 @@ def final_state(model_dir):
 def test_a_subclassed_models_run_killed_mid_epoch_resumes_at_its_start_and_ends_as_a_straight_run(
         tmp_path, keras):
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    killed = run([PYTHON, SCRIPT, stopped, keras, 4, "every_2_steps"], env={EXIT_AFTER_STEP: "12"})
+    killed = run([PYTHON, SCRIPT, stopped, keras, 4, "every_2_steps"],
+                 env={EXIT_AFTER_STEP: "12", **keras_environ(keras)})
     assert killed.returncode == 3, (killed.stdout + killed.stderr)[-3000:]
     # Kept: the newest two, and the newest at an epoch's start (else pruned by now), to resume at.
     assert sorted(p.name for p in (stopped / "checkpoints").iterdir()) == \
         ["ckpt-10", "ckpt-12", "ckpt-8"]
     for model_dir in (stopped, straight):
-        r = run([PYTHON, SCRIPT, model_dir, keras, 4, "every_2_steps"])
+        r = run([PYTHON, SCRIPT, model_dir, keras, 4, "every_2_steps"], env=keras_environ(keras))
         out = r.stdout + r.stderr
         assert r.returncode == 0, out[-3000:]
         if model_dir == stopped:

@@ -11,11 +11,14 @@ import signal
 import numpy as np
 import pytest
 
-from tests.helpers import PYTHON, REPO, TFDIST, finish, requires_horovod, run, start, wait_for
+from tests.helpers import (PYTHON, REPO, TFDIST, finish, keras_environ, requires_horovod, run,
+                           start, wait_for)
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = pytest.mark.slow
-SCRIPTS = {2: "keras_digits", 3: "keras3_digits"}  # by Keras
+# By Keras: keras_digits.py trains tf.keras, tf-keras where its user exports the switch
+# (keras_environ(2)); keras3_digits.py imports Keras 3.
+SCRIPTS = {2: "keras_digits", 3: "keras3_digits"}
 
 BATCH = 32  # per replica
 STEPS = 22  # an epoch: 1437 training digits, 32 per replica, 2 replicas
@@ -62,7 +65,11 @@ def test_stopped_user_script_resumes_to_the_same_weights(strategy, keras, tmp_pa
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
     # Both workers wait after 10 steps of epoch 2 (the test hook) until the signal comes.
     pause = STEPS + 10
-    proc = start(command(strategy, stopped, keras), env={PAUSE_AFTER_STEP: str(pause)})
+    proc = start(command(strategy, stopped, keras),
+                 env={
+                     PAUSE_AFTER_STEP: str(pause),
+                     **keras_environ(keras)
+                 })
     head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: paused")
     proc.send_signal(signal.SIGTERM)  # launch passes it on to both workers
     status, out = finish(proc)
@@ -74,12 +81,12 @@ def test_stopped_user_script_resumes_to_the_same_weights(strategy, keras, tmp_pa
     assert "[1] tfdist: warning: preempted" in out
     assert not (stopped / "metrics.json").exists() and f"{SCRIPTS[keras]}:" not in out
 
-    resumed = run(command(strategy, stopped, keras))
+    resumed = run(command(strategy, stopped, keras), env=keras_environ(keras))
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     # The checkpoint counts epochs done: "epoch 1, step 15" is 15 steps into the second.
     assert re.search(r"\[0\] tfdist: resuming from \S+/ckpt-\d+ \(epoch [12], step \d+\)",
                      resumed.stdout), resumed.stdout[-3000:]
-    never = run(command(strategy, straight, keras))
+    never = run(command(strategy, straight, keras), env=keras_environ(keras))
     assert never.returncode == 0, never.stdout[-3000:]
 
     (meta_a, weights_a), (meta_b,
