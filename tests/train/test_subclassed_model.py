@@ -41,7 +41,10 @@ def test_a_subclassed_models_run_killed_mid_epoch_resumes_at_its_start_and_ends_
         tmp_path, keras):
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
     killed = run([PYTHON, SCRIPT, stopped, keras, 4, "every_2_steps"],
-                 env={EXIT_AFTER_STEP: "12", **keras_environ(keras)})
+                 env={
+                     EXIT_AFTER_STEP: "12",
+                     **keras_environ(keras)
+                 })
     assert killed.returncode == 3, (killed.stdout + killed.stderr)[-3000:]
     # Kept: the newest two, and the newest at an epoch's start (else pruned by now), to resume at.
     assert sorted(p.name for p in (stopped / "checkpoints").iterdir()) == \
