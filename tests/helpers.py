@@ -59,6 +59,16 @@ def clean_environ(**extra) -> dict[str, str]:
     return env
 
 
+def keras_environ(keras) -> dict[str, str]:
+    """What a started process's environment adds for `keras`: tf-keras (2, "tf_keras") is
+    TensorFlow's switch exported, as a user of tf-keras has it; Keras 3 (3, "keras3") is
+    TensorFlow's default, the switch unset (as tests/conftest.py leaves it)."""
+    if str(keras) in ("2", "tf_keras"):
+        return {"TF_USE_LEGACY_KERAS": "1"}
+    assert str(keras) in ("3", "keras3"), keras
+    return {}
+
+
 # Set per test by tests/conftest.py; every process the test starts inherits it (clean_environ keeps
 # it), so the job's processes are found by it wherever they were re-parented.
 JOB_TAG = "TESTS_JOB_TAG"  # no TFDIST_ prefix: clean_environ keeps it
