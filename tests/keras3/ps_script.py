@@ -12,7 +12,7 @@ import tfdist
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "field"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 import digits_data  # noqa: E402
 from tfdist.train.checkpoint import make_checkpoint  # noqa: E402
 

@@ -41,7 +41,7 @@ def test_the_environment_when_no_value_is_given():
         parse_ranks("0,one")
 
 
-def _engine(batch_callbacks=True, ranks=(0, 1), name="multi_worker"):
+def _engine(batch_callbacks=True, ranks=(0, 1), name="horovod"):
     return types.SimpleNamespace(
         capabilities=types.SimpleNamespace(batch_callbacks=batch_callbacks),
         name=name,
@@ -55,8 +55,10 @@ def test_make_profiler_refuses_what_it_cannot_trace(tmp_path):
 
     with pytest.raises(ConfigError, match="under parameter_server: not supported yet"):
         make_profiler(_engine(False, name="parameter_server"), str(tmp_path), (2, 3), None)
+    with pytest.raises(ConfigError, match="under multi_worker: refused: TensorFlow's profiler"):
+        make_profiler(_engine(name="multi_worker"), str(tmp_path), (2, 3), None)
     with pytest.raises(ConfigError, match="needs a model directory"):
-        make_profiler(_engine(), None, (2, 3), None)
+        make_profiler(_engine(name="horovod"), None, (2, 3), None)
     with pytest.raises(ConfigError, match=r"rank\(s\) 5 do not train"):
         make_profiler(_engine(), str(tmp_path), (2, 3), frozenset({0, 5}))
     mine = make_profiler(_engine(), str(tmp_path), (2, 3), frozenset({0}))

@@ -244,7 +244,7 @@ def training_callbacks(engine,
     the chief; and each rank's progress record (MODEL_DIR/progress/rank-N.json, the watchdog's).
     options: a CallbackOptions, or its fields as keywords (batch_size, checkpoint_steps, requeue,
     meter, tensorboard, preemption, progress, identity, facts, watchdog_timeout, input_batches,
-    element_spec, profile_steps, profile_ranks).
+    element_spec, input_skips, profile_steps, profile_ranks).
     """
     o = (options or CallbackOptions()).replace(**keywords)
     if model_dir and o.preemption:

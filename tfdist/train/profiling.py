@@ -13,6 +13,8 @@ summary.json and one line naming the slow rank and its phase (tfdist.train.trace
   collective: the training's collectives stay as they are) and writes the summary.
 - Not under an engine whose batch hooks cannot run per step (parameter_server: the steps run on
   the workers, which TensorFlow traces through its profiler server): refused, with what to do.
+- Not under multi_worker: TensorFlow's profiler crashes a worker at the trace's stop there now
+  and then (docs/profiling.md, "Known problem"): refused, with what to do.
 """
 
 from __future__ import annotations
@@ -230,7 +232,15 @@ def make_profiler(engine, model_dir: Optional[str], steps: tuple[int, int],
             "which Keras's batch hooks do not reach. Trace a worker with TensorFlow's profiler "
             "server and client (tf.profiler.experimental.server.start on the worker, "
             "tf.profiler.experimental.client.trace from another process), or profile the same "
-            "model under --strategy=multi_worker.")
+            "model under --strategy=horovod.")
+    if engine.name == "multi_worker":
+        raise ConfigError(
+            f"{given} under multi_worker: refused: TensorFlow's profiler (2.18 and 2.21 "
+            "measured) kills a worker when the trace stops in about 1 run in 4 there (a crash "
+            "in tsl's TraceMeRecorder::Consume, 'free(): invalid size' or a segmentation fault, "
+            "with the collective ops' events of a multi-worker step). Profile the same script "
+            "under --strategy=horovod (every rank traced) or in one process "
+            "(--strategy=mirrored); docs/profiling.md, 'Known problem'.")
     if not model_dir:
         raise ConfigError(
             f"{given} needs a model directory (the traces go to MODEL_DIR/profile/<rank>/, where "
