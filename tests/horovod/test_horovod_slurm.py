@@ -12,7 +12,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.horovod, requires
 
 
 def srun_job(slurm, jobdir, mode, sbatch_args):  # noqa: F811
-    script = (f"export TF_CPP_MIN_LOG_LEVEL=2 HOROVOD_GLOO_TIMEOUT_SECONDS=60\n"
+    # hvd_worker.py's model is tf_keras: its tasks have tf-keras's switch, as its user exports it.
+    script = (f"export TF_CPP_MIN_LOG_LEVEL=2 HOROVOD_GLOO_TIMEOUT_SECONDS=60 "
+              f"TF_USE_LEGACY_KERAS=1\n"
               f"srun --kill-on-bad-exit=1 {PYTHON} {WORKER} {mode} {jobdir}/{mode}-{{rank}}.json\n")
     job = slurm.sbatch(script, *sbatch_args, workdir=jobdir, timeout=WAIT)
     assert job.state == "COMPLETED", job.describe()
