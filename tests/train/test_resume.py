@@ -167,19 +167,21 @@ def test_crash_while_writing_keeps_previous_checkpoint(tmp_path):
 @pytest.mark.default_stack
 def test_refused_resume_names_what_differs(tmp_path):
     model_dir = tmp_path / "run"
-    r = run([TFDIST, *TRAIN, "--epochs=1", "--steps_per_epoch=2", f"--model_dir={model_dir}"])
+    r = run([
+        TFDIST, *TRAIN, "--epochs=1", "--steps_per_epoch=2", "--keras=3", f"--model_dir={model_dir}"
+    ])
     assert r.returncode == 0, r.stderr[-3000:]
     # One refused run with three differences (each compared on its own, check_resume): every
     # one is named.
     r = run([
         TFDIST, *TRAIN, "--epochs=2", "--steps_per_epoch=2", "--model=mlp", "--strategy=mirrored",
-        "--cpu_devices=2", "--keras=3", f"--model_dir={model_dir}"
+        "--cpu_devices=2", "--keras=2", f"--model_dir={model_dir}"
     ])
     assert r.returncode == 2, r.stderr[-3000:]
     assert "Cannot resume from" in r.stderr and "model was 'cnn', now 'mlp'" in r.stderr
     assert "Use a new --model_dir" in r.stderr
     assert "strategy was 'default', now 'mirrored'" in r.stderr
-    assert "keras was 2, now 3" in r.stderr
+    assert "keras was 3, now 2" in r.stderr
 
 
 # Newest stack: both; they only look at the shared runs the mid-epoch tests compare with.
