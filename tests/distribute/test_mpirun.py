@@ -21,7 +21,7 @@ from tfdist import env_vars
 from tests.distribute.test_same_math import SCRIPT, assert_same_ranks, assert_same_weights, load
 from tests.distribute.test_same_math import single  # noqa: F401  (a fixture)
 from tests.cannot_run import cannot_run
-from tests.helpers import TFDIST, WAIT, reached, requires_horovod, run
+from tests.helpers import TFDIST, WAIT, keras_environ, reached, requires_horovod, run
 
 pytestmark = [pytest.mark.slow, pytest.mark.default_stack]
 
@@ -70,7 +70,10 @@ def launcher(name: str) -> list[str]:
 ])
 def test_a_users_script_trains_as_one_job(name, strategy, keras, single, tmp_path):  # noqa: F811
     out = tmp_path / "w.npz"
-    r = run([*launcher(name), sys.executable, SCRIPT, strategy, out, keras], timeout=WAIT)
+    # The launcher passes the environment on: tf-keras's switch where the case is tf-keras.
+    r = run([*launcher(name), sys.executable, SCRIPT, strategy, out, keras],
+            env=keras_environ(keras),
+            timeout=WAIT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert_same_weights(single(keras), load(out), 2)  # 2 replicas: one worker's math
     assert_same_ranks(load(out), load(f"{out}.rank1.npz"))
