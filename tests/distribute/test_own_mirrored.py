@@ -3,16 +3,18 @@ two lines (tfdist.distribute.mirrored_guard), in real processes through `tfdist 
 tfdist's strategy spans several processes the call is refused on every rank, with the fix, before
 TensorFlow crashes (it died with SIGSEGV on rank 0 before, no message); the fix trains. In one
 process, and under Horovod (its strategy is TensorFlow's default, each process its own devices),
-the script's own MirroredStrategy is what it asked for and trains."""
+the script's own MirroredStrategy is what it asked for and trains. And in this process: the
+refusal follows the engine of the last tfdist.init()."""
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from tests.helpers import TFDIST, run
+from tfdist.distribute import mirrored_guard
 
-pytestmark = pytest.mark.slow
 SCRIPT = str(Path(__file__).parent / "own_mirrored_script.py")
 
 REFUSED = ("tfdist.distribute.mirrored_guard.SecondStrategy: this script makes "
@@ -49,23 +51,55 @@ def assert_one_model(r, replicas, n=2):
     assert ends[0].startswith(f"replicas {replicas}, weights ")
 
 
+@pytest.mark.slow
 def test_refused_on_every_rank_under_multi_worker():
     assert_refused(launch(2, "multi_worker", "own"), "multi_worker", 2, ranks=(0, 1))
     # What the error says to write trains one model over both processes.
     assert_one_model(launch(2, "multi_worker", "fix"), replicas=2)
 
 
+@pytest.mark.slow
 def test_refused_on_the_chief_under_parameter_server():
     # Only the chief runs the script past tfdist.init() (the ps and worker tasks serve in it);
     # its MirroredStrategy would have taken their CPUs as 3 replicas.
     assert_refused(launch(3, "parameter_server", "own"), "parameter_server", 3, ranks=(0, ))
 
 
+@pytest.mark.slow
 def test_horovod_keeps_its_own_mirrored_strategy():
     """Horovod's strategy is TensorFlow's default and each process has its own devices: the
     script's MirroredStrategy is one process's, and Horovod's optimizer averages over them."""
     assert_one_model(launch(2, "horovod", "own"), replicas=1)
 
 
+@pytest.mark.slow
 def test_one_process_keeps_its_own_mirrored_strategy():
     assert_one_model(launch(1, "mirrored", "own"), replicas=1, n=1)
+
+
+def test_refusal_follows_the_last_init():
+    """In one process: refused after an engine over several tasks, TensorFlow's TF1 class too;
+    allowed again once a later tfdist.init() installs an engine of one process (or none)."""
+    import tensorflow as tf
+
+    class Resolver:
+
+        def cluster_spec(self):
+            return tf.train.ClusterSpec({"chief": ["a:1"], "ps": ["b:1"], "evaluator": ["c:1"]})
+
+    class Engine:
+        name, strategy = "parameter_server", SimpleNamespace(_cluster_resolver=Resolver())
+
+    try:
+        mirrored_guard.install(Engine())
+        for cls in (tf.distribute.MirroredStrategy, tf.compat.v1.distribute.MirroredStrategy):
+            with pytest.raises(mirrored_guard.SecondStrategy,
+                               match="the parameter_server "
+                               "strategy over 2 processes: a MirroredStrategy mirrors"):
+                cls()
+        Engine.strategy = tf.distribute.get_strategy()  # one process's (TensorFlow's default)
+        mirrored_guard.install(Engine())
+        assert mirrored_guard.refusal() is None
+    finally:
+        mirrored_guard.install(None)
+    assert tf.distribute.MirroredStrategy().num_replicas_in_sync == 1
