@@ -9,7 +9,8 @@ tfdist's two lines (marked `# tfdist`): `import tfdist`, and the guide's
 `strategy = tfdist.init().strategy`: the strategy over every task of the job (several tasks:
 MultiWorkerMirroredStrategy; one task: MirroredStrategy over its GPUs). The script keeps its
 `strategy.scope()` and `strategy.num_replicas_in_sync`. A script that kept its own
-MirroredStrategy would train it, on each task's own devices: the line has to change.
+MirroredStrategy on several tasks stops at that line (tfdist's SecondStrategy: a MirroredStrategy
+holds one process's devices): the line has to change.
 
 With `MODEL_DIR` set (`jobs/` sets it) tfdist checkpoints every epoch and a script started again
 resumes (the guide's own `ModelCheckpoint` section is not part of this example). Optional

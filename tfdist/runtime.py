@@ -261,19 +261,23 @@ def init(strategy: str = "auto",
     thread; tfdist.distribute.default_strategy): the model, optimizer and metrics built after
     init() live under it without `with rt.scope()`. Horovod's and one device's strategy is
     TensorFlow's own default: nothing changes there. A model built before init() is refused by
-    its fit where it would train alone (tfdist.keras_compat.strategy_guard). Under horovod the
+    its fit where it would train alone (tfdist.keras_compat.strategy_guard); a
+    `tf.distribute.MirroredStrategy()` the script makes after init() where the strategy spans
+    several processes (multi_worker, parameter_server) is refused at that call, with the line to
+    write instead (tfdist.distribute.mirrored_guard). Under horovod the
     script's own compile and fit are made Horovod's (tfdist.distribute.horovod_fit): the
     optimizer wrapped, the first weights broadcast, the data split per rank with `batch_size`
     the global batch.
     """
     import tfdist
-    from tfdist.distribute import default_strategy, horovod_fit
+    from tfdist.distribute import default_strategy, horovod_fit, mirrored_guard
     from tfdist.train import auto_callbacks, user_callbacks
     from tfdist.train import weak_scaling as weak_scaling_hooks
     from tfdist.distribute.devices import pin_gpus
 
     tfdist._set_up_process()  # done at `import tfdist`, unless tfdist.cluster came first
     default_strategy.clear()  # an earlier init()'s, before this engine is made
+    mirrored_guard.install(None)  # an earlier init()'s too: this engine may be a MirroredStrategy
     model_dir, model_dir_from = _run_directory(model_dir, os.environ)
     cluster = detect()
     quiet_other_tasks(cluster.rank)
@@ -281,6 +285,8 @@ def init(strategy: str = "auto",
     slot = cluster.horovodrun.local if cluster.horovodrun and roles.strategy == "horovod" else None
     plan = pin_gpus(cluster, roles, task_gpus, gpu_memory_growth, slot=slot)
     engine = make_engine(cluster, roles, engine_options, asked=strategy)
+    # The script's own MirroredStrategy() cannot span the processes: refused with the fix.
+    mirrored_guard.install(engine)
     quiet_other_tasks(engine.rank)
     role = f" {roles.task_type}" if roles.task_type else ""
     growth = ", memory growth " + ("on" if gpu_memory_growth else "off") if plan.use else ""

@@ -18,7 +18,12 @@ from tests.helpers import clean_environ
 TOP = Path(__file__).resolve().parents[2]
 EXAMPLES = TOP / "examples"
 BIN = Path(sys.executable).parent
-MIN_ACCURACY = 0.95
+# The examples are unseeded, as the field writes them: their accuracy varies from run to run.
+# keras.io's convnet on 2 workers, measured 2026-11-27 (9 runs): 0.936-0.984 on Keras 3.8.0
+# (6, one a Slurm job), 0.9496-0.965 on Keras 3.15.1 (3); the scripts' docstrings give one run
+# each, 0.95-0.98. 0.90 leaves room for that spread; an untrained model scores about 0.1. That
+# the workers trained one model is checked exactly (every variable equal on every rank).
+MIN_ACCURACY = 0.90
 # What a user of a tf-keras script (tf.keras as Keras 2 APIs: `experimental_run_tf_function`,
 # DatasetCreator, Horovod's variable broadcasts) exports on TensorFlow >= 2.16, tfdist or not:
 # TensorFlow's own switch. The Keras 3 scripts run without it, as TensorFlow's default.
