@@ -112,14 +112,39 @@ def _names(flags: list[dict]) -> str:
     return ", ".join(f"`--{f['name']}`" for f in flags)
 
 
+def _train_flags_taken(name: str, module: str, train: list[dict],
+                       cluster_names: set[str]) -> list[str]:
+    """The lines naming tfdist train's flags (the cluster flags among them) that another command
+    takes, as TAKES_TRAIN_FLAGS says it takes them."""
+    how = TAKES_TRAIN_FLAGS.get(name)
+    if how == "all":
+        return [
+            "- `tfdist train`'s flags, passed on to every size's training (scale refuses the few "
+            "it sets itself, naming what to use instead; described under "
+            f"[`tfdist train`](#tfdist-train)): "
+            f"{_names([f for f in train if f['name'] not in cluster_names])}.",
+            f"- The [cluster flags](#cluster-flags): "
+            f"{_names([f for f in train if f['name'] in cluster_names])}."
+        ]
+    if how == "reads":
+        read = flags_read(module)
+        return [
+            "- Of `tfdist train`'s flags and the cluster flags it reads only (described under "
+            "[`tfdist train`](#tfdist-train) and [cluster flags](#cluster-flags)): "
+            f"{_names([f for f in train if f['name'] in read])}.",
+            "- It accepts the others, as `tfdist train` defines them for both, and ignores them: "
+            f"{_names([f for f in train if f['name'] not in read])}."
+        ]
+    raise ValueError(f"tfdist {name} takes tfdist train's flags: say how in TAKES_TRAIN_FLAGS")
+
+
 def cli_page(commands: list[dict]) -> str:
     from tfdist.cli.main import COMMANDS
 
     # The cluster flags: those of tfdist.cli.flags that every command taking any of them takes.
     shared = [[f for f in c["flags"] if f["module"] == SHARED_MODULE] for c in commands]
     cluster_names = set.intersection(*({f["name"] for f in s} for s in shared if s))
-    cluster = next(f for f in shared if f)
-    cluster = [f for f in cluster if f["name"] in cluster_names]
+    cluster = [f for f in next(s for s in shared if s) if f["name"] in cluster_names]
     takers = [c["command"] for c, s in zip(commands, shared) if s]
     lines = [
         "# Command-line reference",
@@ -145,7 +170,6 @@ def cli_page(commands: list[dict]) -> str:
     ]
     lines += [_flag_item(f) for f in cluster]
     by_name = {c["command"]: c for c in commands}
-    train_flags = [f for f in by_name["train"]["flags"] if f["name"] not in cluster_names]
     for c in commands:
         name, module = c["command"], COMMANDS[c["command"]][0]
         summary = _text(c["summary"])
@@ -156,28 +180,10 @@ def cli_page(commands: list[dict]) -> str:
         lines += [_flag_item(f) for f in own]
         names = {f["name"] for f in c["flags"]}
         takes_train = name != "train" and any(f["module"] == TRAIN_MODULE for f in c["flags"])
-        if takes_train and TAKES_TRAIN_FLAGS.get(name) == "all":
-            lines += [
-                f"- `tfdist train`'s flags, passed on to every size's training (scale refuses "
-                f"the few it sets itself, naming what to use instead; described under "
-                f"[`tfdist train`](#tfdist-train)): {_names(train_flags)}."
-            ]
-        elif takes_train and TAKES_TRAIN_FLAGS.get(name) == "reads":
-            read = flags_read(module)
-            used = [f for f in by_name["train"]["flags"] if f["name"] in read]
-            ignored = [f for f in by_name["train"]["flags"] if f["name"] not in read]
-            lines += [
-                f"- Of `tfdist train`'s flags and the cluster flags it reads only (described "
-                f"under [`tfdist train`](#tfdist-train) and [cluster flags](#cluster-flags)): "
-                f"{_names(used)}.",
-                f"- It accepts the others, as `tfdist train` defines them for both, and ignores "
-                f"them: {_names(ignored)}."
-            ]
+        if takes_train:
+            lines += _train_flags_taken(name, module, by_name["train"]["flags"], cluster_names)
             names -= {f["name"] for f in by_name["train"]["flags"]}
-        elif takes_train:
-            raise ValueError(f"tfdist {name} takes tfdist train's flags: say how in "
-                             "TAKES_TRAIN_FLAGS")
-        if names & cluster_names and not (takes_train and TAKES_TRAIN_FLAGS[name] == "reads"):
+        if names & cluster_names:
             lines += [
                 f"- The [cluster flags](#cluster-flags): "
                 f"{_names([f for f in cluster if f['name'] in names])}."
