@@ -31,30 +31,17 @@ TF_STRATEGY = dict(counts=[25 * 32 + 9, 25 * 32 + 8], unread=0)
 # arrays are split before Keras shuffles them, so that sample is always the array's 1617th.
 HOROVOD = dict(counts=[25 * 32 + 8] * 2, unread=1)
 
-# Measured 2026-11-27 (TensorFlow 2.18.1, Keras 3.15.1 and tf-keras 2.18): each rank read its
-# 809 / 808, but of its own random order: per epoch about 400 samples read by both ranks and as many
-# by none (e.g. Keras 3, NumPy: 416 and 394 of 1617 in epochs 1 and 2; Horovod, dataset: 416, 406).
-# tf.distribute's auto-sharding by data (Keras's choice for NumPy arrays and for a dataset of
-# tensors) and tfdist's split of a dataset's batches under Horovod (rank_split.split_batches) both
-# keep rank r's part of each batch of a pipeline every rank reads: right only where the ranks read
-# the same order, and the unseeded shuffles (Keras's tf.random.shuffle of the NumPy indices, the
-# script's Dataset.shuffle) draw a different order on each worker. tf-keras with the dataset
-# measured the same (394 / 425; Horovod 418 / 397), not run here. The same script with one
-# tf.random.set_seed(7) on every worker after tfdist.init() read each sample once in all three
-# (the datasets still reshuffled each epoch; Keras 3's NumPy permutation then repeated the same
-# order every epoch, as Keras does in one process with a seed set).
+# Before tfdist set one seed on every worker (tfdist.distribute.shared_seed), measured 2026-11-27
+# (TensorFlow 2.18.1, Keras 3.15.1 and tf-keras 2.18): each rank read its 809 / 808, but of its
+# own random order: per epoch about 400 samples read by both ranks and as many by none (Keras 3,
+# NumPy: 416 and 394 of 1617 in epochs 1 and 2; Horovod, dataset: 416, 406). Keras's sharding by
+# data (NumPy arrays, a dataset of tensors) and tfdist's split of a dataset's batches under
+# Horovod keep rank r's part of each batch of a pipeline every rank reads: right only where the
+# ranks read the same order, which unseeded shuffles do not give without one seed on every worker.
 
 
 class NotOncePerEpoch(AssertionError):
-    """Some sample read twice in an epoch, or a sample never read that should be: what the xfail
-    cases expect (a crash or another failed check fails them)."""
-
-
-DIFFERENT_ORDERS = pytest.mark.xfail(
-    strict=True,
-    raises=NotOncePerEpoch,
-    reason="issue 41/42: every worker shuffles in its own random order, then keeps its part of "
-    "each batch: about 400 of 1617 samples read twice an epoch and as many never")
+    """Some sample read twice in an epoch, or a sample never read that should be."""
 
 
 def read_per_epoch(out, n):
@@ -91,15 +78,12 @@ def assert_each_sample_once(out, n, counts, unread, never=None):
 
 
 CASES = [
-    pytest.param("multi_worker", 3, "numpy", marks=DIFFERENT_ORDERS),
-    pytest.param("multi_worker", 2, "numpy", marks=DIFFERENT_ORDERS),
-    pytest.param("multi_worker", 3, "dataset", marks=DIFFERENT_ORDERS),
+    pytest.param("multi_worker", 3, "numpy"),
+    pytest.param("multi_worker", 2, "numpy"),
+    pytest.param("multi_worker", 3, "dataset"),
     pytest.param("horovod", 3, "numpy", marks=[pytest.mark.horovod, requires_horovod]),
     pytest.param("horovod", 2, "numpy", marks=[pytest.mark.horovod, requires_horovod]),
-    pytest.param("horovod",
-                 3,
-                 "dataset",
-                 marks=[pytest.mark.horovod, requires_horovod, DIFFERENT_ORDERS]),
+    pytest.param("horovod", 3, "dataset", marks=[pytest.mark.horovod, requires_horovod]),
     pytest.param("mirrored", 3, "numpy"),
     pytest.param("mirrored", 3, "dataset"),
 ]
