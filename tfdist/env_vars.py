@@ -39,8 +39,10 @@ def _var(name: str, set_by: str, default: str, meaning: str) -> EnvVar:
 VERBOSE = _var(
     "TFDIST_VERBOSE", USER, "0", "`1`: show everything (TensorFlow's C++ and Python logging, "
     "every task's lines), as `--verbosity=1` does for one command; also for your own script.")
-PORT = _var("TFDIST_PORT", USER, "derived from the Slurm job id (20000–31999)",
-            "Base port: each task listens on this + its local rank. `--port` wins over it.")
+PORT = _var(
+    "TFDIST_PORT", USER, "derived from the Slurm job id (20000–31999)",
+    "Base port, as `--port` ([how ports are chosen](../security.md#the-ports)); "
+    "`--port` wins over it.")
 REQUEUE = _var(
     "TFDIST_REQUEUE", USER, "off (`0`); the `jobs/` scripts export `1`",
     "`1`: when preempted (SIGTERM/SIGUSR1), rank 0 runs `scontrol requeue` after the "

@@ -270,7 +270,7 @@ def init(strategy: str = "auto",
     the global batch.
     """
     import tfdist
-    from tfdist.distribute import default_strategy, horovod_fit, mirrored_guard
+    from tfdist.distribute import default_strategy, horovod_fit, mirrored_guard, shared_seed
     from tfdist.train import auto_callbacks, user_callbacks
     from tfdist.train import weak_scaling as weak_scaling_hooks
     from tfdist.distribute.devices import pin_gpus
@@ -300,6 +300,8 @@ def init(strategy: str = "auto",
         log.info("model dir %s (%s)", model_dir, model_dir_from)
     _explain_uncaught_failures(engine)
     if roles.trains:
+        # Unseeded shuffles the same on every worker, before the script builds its input.
+        shared_seed.install(engine)
         _guard_fit(engine)  # before the default changes: it asks what TensorFlow's own is
         user_callbacks.install(engine)  # the script's own callbacks and saves: the chief writes
         default_strategy.make_default(engine.strategy)

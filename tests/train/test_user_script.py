@@ -2,7 +2,8 @@
 model.fit with rt.resume, rt.dataset and rt.callbacks(model_dir=...); keras3_digits.py, the same
 with Keras 3) on 2 workers: stopped by SIGTERM mid-epoch it checkpoints and exits 75; re-run, it
 ends with the same weights as a run that was never stopped. Three runs of 2 workers a case (6
-TensorFlow processes): the stopped one, its resume and the uninterrupted reference."""
+TensorFlow processes): the stopped one, its resume and the uninterrupted reference. Then Keras 3 on
+one task under a strategy (three runs of one), resumed past a pass over its data."""
 
 import os
 import re
@@ -24,10 +25,11 @@ BATCH = 32  # per replica
 STEPS = 22  # an epoch: 1437 training digits, 32 per replica, 2 replicas
 
 
-def command(strategy, model_dir, keras=2):
+def command(strategy, model_dir, keras=2, n=2):
     script = REPO / "jobs" / "examples" / f"{SCRIPTS[keras]}.py"
     return [
-        TFDIST, "launch", "-n", "2", f"--strategy={strategy}", "--", PYTHON, script, "--epochs=3",
+        TFDIST, "launch", "-n",
+        str(n), f"--strategy={strategy}", "--", PYTHON, script, "--epochs=3",
         f"--batch_size={BATCH}", f"--model_dir={model_dir}"
     ]
 
@@ -97,3 +99,38 @@ def test_stopped_user_script_resumes_to_the_same_weights(strategy, keras, tmp_pa
     for name in weights_a:
         np.testing.assert_allclose(weights_a[name], weights_b[name], rtol=1e-5, atol=1e-6)
     assert f"{SCRIPTS[keras]}:" in resumed.stdout
+
+
+@pytest.mark.parametrize("strategy", ["multi_worker", "mirrored"])
+def test_one_task_resumes_mid_epoch_past_its_datas_first_pass(strategy, tmp_path):
+    """One task of Keras 3 under a strategy (a one-node `jobs/multi_worker.sbatch` job), not in
+    multi-worker mode: stopped mid-epoch 2, its resume skips the batches of more than one pass
+    over the shuffled, repeated data, and must train on the batches the uninterrupted run did.
+    Before tfdist built the model from the dataset's element spec here too (2026-11-27), Keras's
+    own symbolic build read a batch through an iterator of its own, which there skipped past the
+    first pass and so drew one more reshuffle seed: the resume trained on other batches (weights
+    0.07 apart, Keras 3.8.0 and 3.15.1)."""
+    stopped, straight = tmp_path / "stopped", tmp_path / "straight"
+    # One replica: 1437 training digits at 32 a step, 44 steps an epoch; a pass over the data is
+    # 44.9 batches, so the 54 steps skipped on resume end in the second pass.
+    pause = 2 * STEPS + 10
+    proc = start(command(strategy, stopped, 3, n=1), env={PAUSE_AFTER_STEP: str(pause)})
+    head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: paused")
+    proc.send_signal(signal.SIGTERM)
+    status, out = finish(proc)
+    assert status == 75, (head + out)[-3000:]
+    assert "preempted at epoch 2, step 10;" in out, out[-3000:]
+
+    resumed = run(command(strategy, stopped, 3, n=1))
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert re.search(r"resuming from \S+/ckpt-54 \(epoch 1, step 10\), at that step",
+                     resumed.stdout), resumed.stdout[-3000:]
+    never = run(command(strategy, straight, 3, n=1))
+    assert never.returncode == 0, never.stdout[-3000:]
+
+    (meta_a, weights_a), (meta_b, weights_b) = last_checkpoint(stopped,
+                                                               3), last_checkpoint(straight, 3)
+    assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"])
+    assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
+    for name in weights_a:
+        np.testing.assert_allclose(weights_a[name], weights_b[name], rtol=1e-5, atol=1e-6)

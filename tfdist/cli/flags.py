@@ -39,8 +39,8 @@ def define_cluster_flags() -> None:
                       "parameter_server: make the last task an evaluator.")
     flags.DEFINE_integer("port",
                          D.port, "Base port: each task listens on port + its local rank. "
-                         "Default: $TFDIST_PORT, else derived from the Slurm job id in "
-                         "20000-31999.",
+                         "Default: $TFDIST_PORT, else one derived from the job id (how ports are "
+                         "chosen: docs/security.md, The ports).",
                          lower_bound=1024,
                          upper_bound=65535)
     flags.DEFINE_enum(

@@ -5,8 +5,9 @@ Keras 3 so that its models train under each strategy.
 - `adapter(model)`: tfdist.keras_compat.keras3_adapter or tf_keras_adapter, chosen once per model
   (Horovod's `*Impl(backend)` pattern). Engines and callbacks call it; they never ask which Keras.
 - Keras 3's corrections, applied when Keras 3 is imported (apply): multi_worker,
-  parameter_server, distributed_input, replica_loss, loss_scale; Horovod's Keras API bound to
-  tf.keras's Keras (horovod_binding) and Keras 3's Horovod optimizer and callbacks (horovod).
+  parameter_server, distributed_input, replica_loss, loss_scale, csv_logger; Horovod's Keras API
+  bound to tf.keras's Keras (horovod_binding) and Keras 3's Horovod optimizer and callbacks
+  (horovod).
 - The gate (known_sources): every Keras or tf-keras function tfdist corrects, copies or replaces,
   with the sources it was run on; modules: their modules' names, each written once.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from tfdist import import_hooks
-from tfdist.keras_compat.modules import ADAPTERS, LOSS_SCALE, TRAINER
+from tfdist.keras_compat.modules import ADAPTERS, CSV_LOGGER, LOSS_SCALE, TRAINER
 
 
 def _correct_trainer(trainer) -> None:
@@ -34,11 +34,18 @@ def _correct_loss_scale(module) -> None:
     loss_scale.apply(module)
 
 
+def _correct_csv_logger(module) -> None:
+    from tfdist.keras_compat import csv_logger
+
+    csv_logger.apply(module)
+
+
 # Keras module -> the correction applied to it once executed.
 CORRECTIONS = {
     TRAINER: _correct_trainer,
     LOSS_SCALE: _correct_loss_scale,
-    ADAPTERS: _correct_adapters
+    ADAPTERS: _correct_adapters,
+    CSV_LOGGER: _correct_csv_logger,
 }
 
 

@@ -22,7 +22,8 @@ import inspect
 import os
 
 from tfdist.env_vars import KERAS3_TRY
-from tfdist.keras_compat.modules import ADAPTERS, LOSS_SCALE, TF_KERAS_TRAINING, TRAINER
+from tfdist.keras_compat.modules import (ADAPTERS, CSV_LOGGER, LOSS_SCALE, TF_KERAS_TRAINING,
+                                         TRAINER)
 from tfdist.errors import TfdistError
 
 # Each corrected function -> {its source's hash: the Keras releases tfdist ran the correction on}.
@@ -68,6 +69,12 @@ RUN = {
         "6bf8bc1004adaba6": ("3.12.4", "3.13.2", "3.14.1"),
         "a9a6dc02a7ddafa8": ("3.15.1", ),
     },
+    # keras.src.callbacks.csv_logger (tfdist.keras_compat.csv_logger): wrapped; 3.15's drops a
+    # previous fit's writer itself (the correction finds none to drop).
+    "CSVLogger.on_train_begin": {
+        "4f842d285755017c": ("3.8.0", ),
+        "9e604039df27fad3": ("3.15.1", ),
+    },
     # tf-keras (tfdist.keras_compat.tf_keras_adapter): one source from tf-keras 2.16 to 2.21.
     "Model.make_train_function": {
         "2c98267ffc1ce1f0": ("2.18.0", "2.21.0"),  # copied by instrument_steps
@@ -84,6 +91,7 @@ MODULES = {
     "LossScaleOptimizer.apply": LOSS_SCALE,
     "TensorFlowTrainer.make_train_function": TRAINER,
     "TensorFlowTrainer.fit": TRAINER,
+    "CSVLogger.on_train_begin": CSV_LOGGER,
 }
 
 # The tf-keras module of each function in RUN that tf-keras defines (read, not corrected).

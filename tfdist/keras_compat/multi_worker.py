@@ -15,10 +15,17 @@ and 2.21.0):
    dimensions`. Corrected: each leaf is averaged over the replicas (`axis=None`), as Keras does
    under one-worker MirroredStrategy and as tf-keras does under every strategy.
 
-Both apply only in multi-worker mode; elsewhere Keras's own code runs. Each is tied to the source
-of the function it corrects (keras_compat.known_sources): a Keras whose function changed is not
-patched blindly. In multi-worker mode it gets KerasCorrectionUnknown, naming the function, the
-version and the fix; elsewhere Keras's own code runs unchanged.
+The second applies only in multi-worker mode. The first also under every other strategy (one
+worker of MultiWorkerMirroredStrategy, as a one-node `jobs/multi_worker.sbatch` job runs, mirrored,
+central_storage, one_device), where Keras's own build works but reads its batch through an
+iterator of its own: a dataset that shuffles on each pass then draws one more reshuffle seed when
+that iterator passes its first pass, which a resumed run's skipped batches do
+(rt.dataset(skip_steps=...)), so the resume trained on other batches than the run it continues
+(measured 2026-11-27, Keras 3.8.0 and 3.15.1, one task: weights 0.07 apart;
+tests/train/test_user_script.py). Each is tied to the source of the function it corrects
+(keras_compat.known_sources): a Keras whose function changed is not patched blindly. In
+multi-worker mode it gets KerasCorrectionUnknown, naming the function, the version and the fix;
+elsewhere Keras's own code runs unchanged.
 """
 
 from __future__ import annotations
@@ -74,9 +81,12 @@ def symbolic_build_from_local_spec(original, multi_worker, version: str):
     @functools.wraps(original)
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         strategy = self._distribute_strategy
-        if iterator is None or strategy is None or not multi_worker(strategy):
+        if iterator is None or strategy is None:
             return original(self, iterator=iterator, data_batch=data_batch)
-        if not is_known:
+        if not multi_worker(strategy):  # Keras's own works there: corrected only where known
+            if not is_known or not hasattr(iterator, "_distributed_dataset"):
+                return original(self, iterator=iterator, data_batch=data_batch)
+        elif not is_known:
             raise _unknown(name, version)
         from keras.src import tree
 

@@ -3,7 +3,9 @@ on GitHub too; `make reference` rewrites them, and the docs build (tools/docs/ho
 when a committed page is not what the code generates now.
 
 - `reference/cli.md`: every `tfdist` command and flag, from the absl definitions
-  (tools/docs/cli_flags.py, one process per command);
+  (tools/docs/cli_flags.py, one process per command); a flag several commands take is described
+  once (the cluster flags in their own section, tfdist train's under train) and named where the
+  others take it;
 - `reference/environment.md`: every `TFDIST_*` variable, from tfdist/env_vars.py.
 
     python tools/docs/reference.py           # rewrite them
@@ -12,6 +14,7 @@ when a committed page is not what the code generates now.
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import html
 import json
@@ -82,7 +85,67 @@ def _text(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
+# tfdist train's flags (its own module's and tfdist.cli.flags' beyond the cluster flags) are
+# listed once, under train. The other commands that take them say how: scale passes them all on
+# to every size's training; plan reads a few (those its module reads, found below) and ignores the
+# rest, which it accepts because it shares train's flag definitions.
+TRAIN_MODULE, SHARED_MODULE = "tfdist.cli.train", "tfdist.cli.flags"
+TAKES_TRAIN_FLAGS = {"scale": "all", "plan": "reads"}
+
+
+def _module_file(module: str) -> Path:
+    return REPO.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def flags_read(module: str) -> set[str]:
+    """The names of the flags a module reads (`FLAGS.name`, `flags.FLAGS.name`) in its source."""
+    tree = ast.parse(_module_file(module).read_text())
+    return {
+        node.attr
+        for node in ast.walk(tree) if isinstance(node, ast.Attribute) and (
+            isinstance(node.value, ast.Name) and node.value.id == "FLAGS"
+            or isinstance(node.value, ast.Attribute) and node.value.attr == "FLAGS")
+    }
+
+
+def _names(flags: list[dict]) -> str:
+    return ", ".join(f"`--{f['name']}`" for f in flags)
+
+
+def _train_flags_taken(name: str, module: str, train: list[dict],
+                       cluster_names: set[str]) -> list[str]:
+    """The lines naming tfdist train's flags (the cluster flags among them) that another command
+    takes, as TAKES_TRAIN_FLAGS says it takes them."""
+    how = TAKES_TRAIN_FLAGS.get(name)
+    if how == "all":
+        return [
+            "- `tfdist train`'s flags, passed on to every size's training (scale refuses the few "
+            "it sets itself, naming what to use instead; described under "
+            f"[`tfdist train`](#tfdist-train)): "
+            f"{_names([f for f in train if f['name'] not in cluster_names])}.",
+            f"- The [cluster flags](#cluster-flags): "
+            f"{_names([f for f in train if f['name'] in cluster_names])}."
+        ]
+    if how == "reads":
+        read = flags_read(module)
+        return [
+            "- Of `tfdist train`'s flags and the cluster flags it reads only (described under "
+            "[`tfdist train`](#tfdist-train) and [cluster flags](#cluster-flags)): "
+            f"{_names([f for f in train if f['name'] in read])}.",
+            "- It accepts the others, as `tfdist train` defines them for both, and ignores them: "
+            f"{_names([f for f in train if f['name'] not in read])}."
+        ]
+    raise ValueError(f"tfdist {name} takes tfdist train's flags: say how in TAKES_TRAIN_FLAGS")
+
+
 def cli_page(commands: list[dict]) -> str:
+    from tfdist.cli.main import COMMANDS
+
+    # The cluster flags: those of tfdist.cli.flags that every command taking any of them takes.
+    shared = [[f for f in c["flags"] if f["module"] == SHARED_MODULE] for c in commands]
+    cluster_names = set.intersection(*({f["name"] for f in s} for s in shared if s))
+    cluster = [f for f in next(s for s in shared if s) if f["name"] in cluster_names]
+    takers = [c["command"] for c, s in zip(commands, shared) if s]
     lines = [
         "# Command-line reference",
         "",
@@ -90,7 +153,9 @@ def cli_page(commands: list[dict]) -> str:
         "build fails when this page is out of date): these are the flags `tfdist COMMAND --help` "
         "lists. Every command also takes absl's own flags (`--verbosity=1` shows everything, "
         "TensorFlow's logging included; `--helpfull` lists them all). A flag is given as "
-        "`--name=value`; a boolean as `--name` or `--noname`.",
+        "`--name=value`; a boolean as `--name` or `--noname`. A flag several commands take is "
+        "described once: the [cluster flags](#cluster-flags) below, `tfdist train`'s under "
+        "[`tfdist train`](#tfdist-train).",
         "",
         "| command | what it does |",
         "|---|---|",
@@ -99,11 +164,36 @@ def cli_page(commands: list[dict]) -> str:
         f"| [`tfdist {c['command']}`](#tfdist-{c['command']}) | {_cell(c['summary'])} |"
         for c in commands
     ]
+    lines += [
+        "", "## Cluster flags", "", "Which strategy, which tasks, which port and GPUs: taken by " +
+        ", ".join(f"[`tfdist {t}`](#tfdist-{t})" for t in takers) + ".", ""
+    ]
+    lines += [_flag_item(f) for f in cluster]
+    by_name = {c["command"]: c for c in commands}
     for c in commands:
+        name, module = c["command"], COMMANDS[c["command"]][0]
         summary = _text(c["summary"])
-        lines += ["", f"## tfdist {c['command']}", "", summary[:1].upper() + summary[1:] + ".", ""]
+        lines += ["", f"## tfdist {name}", "", summary[:1].upper() + summary[1:] + ".", ""]
         lines += ["```text", c["doc"].strip(), "```", ""]
-        lines += [_flag_item(f) for f in c["flags"]]
+        own = [f for f in c["flags"] if f["module"] == module or name == "train"]
+        own = [f for f in own if f["name"] not in cluster_names or f["module"] != SHARED_MODULE]
+        lines += [_flag_item(f) for f in own]
+        names = {f["name"] for f in c["flags"]}
+        takes_train = name != "train" and any(f["module"] == TRAIN_MODULE for f in c["flags"])
+        if takes_train:
+            lines += _train_flags_taken(name, module, by_name["train"]["flags"], cluster_names)
+            names -= {f["name"] for f in by_name["train"]["flags"]}
+        if names & cluster_names:
+            lines += [
+                f"- The [cluster flags](#cluster-flags): "
+                f"{_names([f for f in cluster if f['name'] in names])}."
+            ]
+        named = {f["name"] for f in own} | (names & cluster_names)
+        if takes_train:
+            named |= {f["name"] for f in by_name["train"]["flags"]}
+        if named != {f["name"] for f in c["flags"]}:
+            raise ValueError(f"tfdist {name}: flags neither its own, train's nor the cluster's: "
+                             f"{sorted({f['name'] for f in c['flags']} - named)}")
     return "\n".join(lines) + "\n"
 
 
