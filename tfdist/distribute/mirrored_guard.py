@@ -34,6 +34,7 @@ import functools
 from typing import Optional
 
 from tfdist.errors import TfdistError
+from tfdist.keras_compat.strategy_guard import tasks_spanned
 
 _refused: dict = {}  # "what": tfdist's strategy in words, while MirroredStrategy is refused
 _MARK = "_tfdist_mirrored_guard"
@@ -49,7 +50,7 @@ def install(engine) -> None:
     processes of TensorFlow's cluster; else refuse none (also what a later tfdist.init() starts
     from: `install(None)`)."""
     _refused.clear()
-    processes = _tasks(engine.strategy) if engine is not None else 0
+    processes = tasks_spanned(engine.strategy) if engine is not None else 0
     if processes < 2:
         return
     _refused["what"] = f"the {engine.name} strategy over {processes} processes"
@@ -68,21 +69,6 @@ def refusal() -> Optional[str]:
             "tf.distribute.get_strategy()` after tfdist.init(), or `strategy = "
             "tfdist.init().strategy` as the init line; the script's `with strategy.scope():` and "
             "`strategy.num_replicas_in_sync` stay as they are.")
-
-
-def _tasks(strategy) -> int:
-    """The tasks (processes) of TensorFlow's cluster that `strategy` spans, the evaluator not
-    counted; 0 for a strategy of one process (TensorFlow's default, Mirrored, OneDevice)."""
-    if strategy is None:
-        return 0
-    # ParameterServerStrategy keeps its resolver on itself, where the public property (which
-    # reads the strategy's `extended`) does not look (TensorFlow 2.16 to 2.21).
-    resolver = (getattr(strategy, "cluster_resolver", None)
-                or getattr(strategy, "_cluster_resolver", None))
-    if resolver is None:
-        return 0
-    jobs = resolver.cluster_spec().as_dict()
-    return sum(len(tasks) for job, tasks in jobs.items() if job != "evaluator")
 
 
 def _wrap_mirrored_strategies() -> None:

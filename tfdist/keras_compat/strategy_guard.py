@@ -63,18 +63,26 @@ def check(model) -> None:
         "the thread that called it; elsewhere inside `with rt.scope():`).")
 
 
-def _over_several_tasks(strategy) -> bool:
-    """Whether `strategy` is a strategy of the script's own over several tasks (e.g. the
-    ParameterServerStrategy of TensorFlow's tutorial, over the TF_CONFIG tfdist exported): it
-    trains one model over them, as tfdist's would."""
+def tasks_spanned(strategy) -> int:
+    """The tasks (processes) of TensorFlow's cluster that `strategy` spans, the evaluator not
+    counted; 0 for a strategy of one process (TensorFlow's default, Mirrored, OneDevice)."""
+    if strategy is None:
+        return 0
     # ParameterServerStrategy keeps its resolver on itself, where the public property (which
     # reads the strategy's `extended`) does not look (TensorFlow 2.16 to 2.21).
     resolver = (getattr(strategy, "cluster_resolver", None)
                 or getattr(strategy, "_cluster_resolver", None))
     if resolver is None:
-        return False
+        return 0
     jobs = resolver.cluster_spec().as_dict()
-    return sum(len(tasks) for job, tasks in jobs.items() if job != "evaluator") > 1
+    return sum(len(tasks) for job, tasks in jobs.items() if job != "evaluator")
+
+
+def _over_several_tasks(strategy) -> bool:
+    """Whether `strategy` is a strategy of the script's own over several tasks (e.g. the
+    ParameterServerStrategy of TensorFlow's tutorial, over the TF_CONFIG tfdist exported): it
+    trains one model over them, as tfdist's would."""
+    return tasks_spanned(strategy) > 1
 
 
 def _check_fit(call: user_fit.Call) -> None:
