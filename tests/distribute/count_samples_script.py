@@ -4,8 +4,9 @@ keras`), OUT (each rank writes OUT.<rank>.json), INPUT (`numpy`: `model.fit(x, y
 epochs=2, validation_split=0.1)` as keras.io writes it; `dataset`: a batched tf.data.Dataset the
 script builds itself, `from_tensor_slices((x, y)).shuffle(...).batch(64)`, and its validation
 part as `validation_data`), then optionally `mirrored`: one process with 2 logical CPUs under
-tfdist.init(strategy="mirrored", cpu_devices=2). The strategy otherwise is the launcher's
-(`tfdist launch --strategy=...`).
+tfdist.init(strategy="mirrored", cpu_devices=2), and `seed_rank0`: rank 0's script alone sets a
+global seed (1234) before tfdist.init(). The strategy otherwise is the launcher's (`tfdist launch
+--strategy=...`).
 
 The count: every sample of scikit-learn's digits (1797) carries its index as one more input
 column. The model's first layer (Recorder) drops that column and, in training calls only, hands
@@ -28,6 +29,9 @@ from sklearn.datasets import load_digits
 
 KERAS, OUT, INPUT = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 MIRRORED = "mirrored" in sys.argv[4:]
+RANK = os.environ.get("TFDIST_LAUNCH_RANK", "0")
+if "seed_rank0" in sys.argv[4:] and RANK == "0":
+    tf.random.set_seed(1234)
 if KERAS == 2:
     from tensorflow import keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1
 else:
@@ -101,8 +105,7 @@ else:
     validation = tf.data.Dataset.from_tensor_slices((x[cut:], y[cut:])).batch(64)
     model.fit(train, epochs=2, validation_data=validation, callbacks=[Epoch()], verbose=2)
 
-rank = os.environ.get("TFDIST_LAUNCH_RANK", "0")
-with open(f"{OUT}.{rank}.json", "w") as f:
+with open(f"{OUT}.{RANK}.json", "w") as f:
     json.dump(
         {
             "replicas": rt.num_replicas,  # Horovod: its ranks; a TF strategy: its replicas

@@ -91,6 +91,23 @@ CASES = [
 
 @pytest.mark.parametrize("strategy, keras, data", CASES)
 def test_each_sample_once_per_epoch(strategy, keras, data, tmp_path, monkeypatch):
+    run_and_count(strategy, keras, data, tmp_path, monkeypatch)
+
+
+def test_a_seed_set_on_one_rank_is_every_ranks(tmp_path, monkeypatch):
+    """Rank 0's script alone sets a global seed before tfdist.init(): rank 1 takes it, so both
+    read the same order. Before (2026-11-27) tfdist's seed collective ran on the unseeded rank
+    only, against rank 0's first collective of the model's build: rank 1 exited with status 1
+    and rank 0 said "Lost worker 1", the job dead at its start."""
+    said = run_and_count("multi_worker", 3, "numpy", tmp_path, monkeypatch, "seed_rank0")
+    assert (
+        "[0] tfdist: random seed 1234 on every worker: the one the script set before "
+        "tfdist.init() on rank 0, set by tfdist on rank 1, where it set none") in said, said[-3000:]
+
+
+def run_and_count(strategy, keras, data, tmp_path, monkeypatch, *options):
+    """Runs the script (`options`: its own, after INPUT) and checks each sample once an epoch;
+    the run's output."""
     out = tmp_path / "ids"
     # tf.keras in the script: tf-keras with the switch exported, Keras 3 without it (dropped
     # here, where tests/conftest.py exports it).
@@ -102,7 +119,7 @@ def test_each_sample_once_per_epoch(strategy, keras, data, tmp_path, monkeypatch
         r = run([
             TFDIST, "launch", "-n", "2", f"--strategy={strategy}", "--", sys.executable, SCRIPT,
             str(keras),
-            str(out), data
+            str(out), data, *options
         ],
                 env=env)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
@@ -111,3 +128,4 @@ def test_each_sample_once_per_epoch(strategy, keras, data, tmp_path, monkeypatch
         assert_each_sample_once(out, 2, **HOROVOD, never=never)
     else:
         assert_each_sample_once(out, 1 if strategy == "mirrored" else 2, **TF_STRATEGY)
+    return r.stdout + r.stderr
