@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import keras_environ, launch, run
+from tests.helpers import TFDIST, keras_environ, launch, run
 
 pytestmark = pytest.mark.slow
 SCRIPT = str(Path(__file__).parent / "two_lines_script.py")
@@ -73,6 +73,27 @@ def test_multi_worker(keras, tmp_path):
     assert said.count("LateInitError: tfdist.init() (MultiWorkerMirroredStrategy) must come "
                       "before TensorFlow runs its first op") == 2, said[-3000:]
     assert not list(tmp_path.glob("w.*.npz"))
+
+
+@pytest.mark.parametrize("keras", [2, 3])
+def test_parameter_server(keras, tmp_path):
+    """Chief, ps and worker: the model the script makes after init() lives on the ps (its
+    variables there) and trains, with the input ParameterServerStrategy's fit takes (a dataset,
+    steps_per_epoch); only the chief runs the script past init()."""
+    out = tmp_path / "w"
+    r = run([
+        TFDIST, "launch", "-n", "3", "--strategy=parameter_server", "--", sys.executable, SCRIPT,
+        str(keras),
+        str(out), "after", "dataset"
+    ],
+            env=keras_environ(keras))
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.0.npz"]  # the chief's alone
+    saved = np.load(f"{out}.0.npz")
+    assert "/job:ps/" in str(saved["device"]), str(saved["device"])
+    assert int(saved["epochs_run"]) == 2
+    moved = [np.max(np.abs(a - b)) for a, b in zip(weights(saved), weights(saved, "initial_"))]
+    assert min(moved) > 0, moved  # every variable trained
 
 
 @pytest.mark.parametrize("keras", [2, 3])

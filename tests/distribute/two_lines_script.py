@@ -8,8 +8,11 @@ process with 2 logical CPUs (as a node with 2 GPUs) under tfdist.init(strategy="
 cpu_devices=2), `same_math`: the seeds fixed and the dropout rate 0, so that any number of
 workers trains the same math on the global batch (64) as one process, `bn`: a BatchNormalization
 layer after the convolution and each worker's samples in its own order (its moving statistics
-then differ per worker unless averaged), `epochs=N` (default 2). OUT.<rank>.npz also holds
-`epochs_run`, the epochs this fit trained (fewer where it resumed)."""
+then differ per worker unless averaged), `epochs=N` (default 2), `dataset`: the training data as
+a repeated, shuffled, batched tf.data.Dataset and `steps_per_epoch=20`, no validation (what
+ParameterServerStrategy's fit takes: there only the chief runs the script past init()).
+OUT.<rank>.npz also holds `epochs_run`, the epochs this fit trained (fewer where it resumed), and
+`device`, the device of the model's first variable."""
 
 import contextlib
 import os
@@ -20,7 +23,7 @@ from sklearn.datasets import load_digits
 
 KERAS, OUT, WHEN = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 MIRRORED, SAME_MATH = "mirrored" in sys.argv[4:], "same_math" in sys.argv[4:]
-BN = "bn" in sys.argv[4:]
+BN, DATASET = "bn" in sys.argv[4:], "dataset" in sys.argv[4:]
 EPOCHS = int(next((a.split("=")[1] for a in sys.argv[4:] if a.startswith("epochs=")), 2))
 if KERAS == 2:
     from tensorflow import keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1 (keras_environ)
@@ -70,13 +73,27 @@ with rt.scope() if WHEN == "scope" else contextlib.nullcontext():  # tfdist (`sc
         model = make_model()
     model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
 initial = model.get_weights()
-history = model.fit(x_train, y_train, batch_size=64, epochs=EPOCHS, validation_split=0.1, verbose=2)
+if DATASET:
+    import tensorflow as tf
+
+    train = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(1500).repeat().batch(64)
+    history = model.fit(train, epochs=EPOCHS, steps_per_epoch=20, verbose=2)
+else:
+    history = model.fit(x_train,
+                        y_train,
+                        batch_size=64,
+                        epochs=EPOCHS,
+                        validation_split=0.1,
+                        verbose=2)
 rank = os.environ.get("TFDIST_LAUNCH_RANK", "0")
-np.savez(f"{OUT}.{rank}.npz",
-         replicas=model.distribute_strategy.num_replicas_in_sync,
-         epochs_run=len(history.history["loss"]),
-         *model.get_weights(),
-         **{
-             f"initial_{i}": w
-             for i, w in enumerate(initial)
-         })
+FIRST = model.trainable_variables[0]
+np.savez(
+    f"{OUT}.{rank}.npz",
+    replicas=model.distribute_strategy.num_replicas_in_sync,
+    epochs_run=len(history.history["loss"]),
+    device=getattr(FIRST, "device", None) or FIRST.value.device,  # Keras 3's: its value's
+    *model.get_weights(),
+    **{
+        f"initial_{i}": w
+        for i, w in enumerate(initial)
+    })

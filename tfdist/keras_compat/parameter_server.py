@@ -185,8 +185,15 @@ def fit(model,
     def train_function(iterator):
         return strategy.run(step, args=(next(iterator), ))
 
-    per_worker = coordinator.create_per_worker_dataset(
-        lambda: strategy.distribute_datasets_from_function(dataset_fn))
+    if isinstance(x, tf.data.Dataset):
+        # The chief's own dataset: the coordinator sends its graph to each worker (a function
+        # that captured it would send the chief's dataset handle, which no worker can read:
+        # "Unable to parse tensor proto").
+        per_worker = coordinator.create_per_worker_dataset(
+            strategy.experimental_distribute_dataset(x))
+    else:
+        per_worker = coordinator.create_per_worker_dataset(
+            lambda: strategy.distribute_datasets_from_function(dataset_fn))
     iterator = iter(per_worker)
     # As tf-keras: model.train_function schedules one step, and callbacks that rebuild it from
     # on_train_begin (tfdist's step meter) find the coordinator where tf-keras keeps it.
