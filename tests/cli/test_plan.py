@@ -165,7 +165,8 @@ def fake_plan(**changes):
                 strategy="auto",
                 keras=3,
                 pipeline="synthetic",
-                pipeline_options={})
+                pipeline_options={},
+                input_from_pipeline=True)
     plan.update(changes)
     return plan
 
@@ -175,8 +176,10 @@ def test_text_says_what_each_flag_changed():
     assert "keras            3 (Keras 3), what tfdist train builds with (--keras)" in base
     assert "keras            2 (tf-keras)" in plan_cli.text(fake_plan(keras=2))
     assert "  pipeline         synthetic\n" in base
-    assert ("  pipeline         synthetic --pipeline_option=shape=8,8,1"
+    assert ("  pipeline         synthetic --pipeline_option=shape=8,8,1\n"
             in plan_cli.text(fake_plan(pipeline_options={"shape": "8,8,1"})))
+    assert ("  pipeline         synthetic (its input not read: --input_shape and --num_classes "
+            "given)\n" in plan_cli.text(fake_plan(input_from_pipeline=False)))
     # --lr_scaling: the column train trains with
     assert "tfdist train scales it by --lr_scaling=linear" in base
     assert base.splitlines()[-1].split()[-1] == "0.4"  # N=4, linear
@@ -185,7 +188,7 @@ def test_text_says_what_each_flag_changed():
     assert sqrt.splitlines()[-1].split()[-1] == "0.2"
     # --num_ps (and --evaluator): the tasks and the bytes per ps task
     assert ("parameter_server with --num_ps=1: 1 chief + 1 ps + the workers (W workers: W + 2 "
-            "tasks)" in base)
+            "tasks); the ps task holds 7.82 KiB of weights + slots." in base)
     ps = plan_cli.text(
         fake_plan(strategy="parameter_server",
                   parameter_server=parameter_server(2, True, 8008, 6000)))
@@ -236,7 +239,8 @@ def test_plan_of_the_flags_of_a_parameter_server_run():
         "shape": "8,8,1",
         "num_classes": 5
     })
-    assert p["keras"] == 2 and p["lr_scaling"] == "sqrt" and p["lr"] == 0.001  # adam's default
+    assert p["input_from_pipeline"] and p["keras"] == 2 and p[
+        "lr_scaling"] == "sqrt" and p["lr"] == 0.001  # adam's default
     assert [r["lr"] for r in p["replicas"]] == pytest.approx([0.001, 0.002])
     ps = p["parameter_server"]
     assert (ps["num_ps"], ps["tasks_besides_workers"]) == (2, 3)

@@ -130,6 +130,9 @@ def make_plan(o: PlanOptions) -> dict[str, Any]:
         o.pipeline,
         "pipeline_options":
         pipeline_options,
+        # False: --input_shape and --num_classes gave the input (the options only checked)
+        "input_from_pipeline":
+        not (o.input_shape and o.num_classes),
     }
     if o.measure:
         device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"

@@ -8,7 +8,8 @@ that fits --gpu_memory and the largest per-replica batch that does, and the glob
 scaled learning rate for N replicas under the linear and square-root rules and under
 --lr_scaling, the rule tfdist train uses.
 
-It reads these of tfdist train's flags as train does, and refuses what train refuses:
+It reads these of tfdist train's flags as train does, and refuses the values train refuses
+(the same error; whether the job has tasks enough for --num_ps only train can tell):
   --keras          the Keras train builds with (stated; the counts are of tf-keras's build of
                    the same layers: the same parameters)
   --pipeline_option  the recipe's options, checked, and its input shape and classes with them
@@ -101,7 +102,9 @@ def text(plan: dict) -> str:
         f"tfdist plan: {plan['model']} (input {'x'.join(map(str, plan['input_shape']))}, "
         f"{plan['num_classes']} classes), {plan['optimizer']}, {plan['mixed_precision']}, "
         f"batch {plan['batch_size']} per replica",
-        f"  pipeline         {plan['pipeline']}{options}",
+        f"  pipeline         {plan['pipeline']}{options}" +
+        ("" if plan["input_from_pipeline"] else
+         " (its input not read: --input_shape and --num_classes given)"),
         f"  keras            {KERAS_NAMES[plan['keras']]}, what tfdist train builds with "
         "(--keras); counted from tf-keras's build of the same layers: the same parameters",
         f"  parameters       {m['params']:,} ({m['trainable_params']:,} trainable)" +
@@ -141,10 +144,11 @@ def text(plan: dict) -> str:
         "the ps tasks or the CPU; each replica reads the weights for its step.",
         f"  parameter_server with --num_ps={ps['num_ps']}: 1 chief + {ps['num_ps']} ps" +
         (" + 1 evaluator" if ps["evaluator"] else "") +
-        f" + the workers (W workers: W + {ps['tasks_besides_workers']} tasks); per ps task about "
-        f"{human(ps['ps_task_bytes_average'])} of weights + slots, at least "
-        f"{human(ps['ps_task_bytes_at_least'])} on the one with the largest variable (whole "
-        "variables, placed round-robin)."
+        f" + the workers (W workers: W + {ps['tasks_besides_workers']} tasks); " +
+        (f"the ps task holds {human(ps['ps_task_bytes_average'])} of weights + slots."
+         if ps["num_ps"] == 1 else f"per ps task about {human(ps['ps_task_bytes_average'])} of "
+         f"weights + slots, at least {human(ps['ps_task_bytes_at_least'])} on the one with the "
+         "largest variable (whole variables, placed round-robin).")
     ]
     train_column = f"train: {plan['lr_scaling']}"
     lines += [
