@@ -194,7 +194,7 @@ def test_text_says_what_each_flag_changed():
                   parameter_server=parameter_server(2, True, 8008, 6000)))
     assert ("parameter_server with --num_ps=2: 1 chief + 2 ps + 1 evaluator + the workers "
             "(W workers: W + 4 tasks); per ps task about 3.91 KiB" in ps)
-    assert "at least 5.86 KiB on the one with the largest variable" in ps
+    assert "; the fullest holds at least 5.86 KiB (whole variables" in ps
     assert "the replicas in sync are one worker's GPUs" in ps
     assert "one worker's GPUs" not in base
 

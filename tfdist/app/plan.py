@@ -166,8 +166,8 @@ def parameter_server(num_ps: int, evaluator: bool, ps_bytes: int,
     """parameter_server's layout for --num_ps and --evaluator: the tasks besides the workers
     (tfdist.cluster.roles: task 0 the chief, the next num_ps ps, the rest workers, the last the
     evaluator), and the bytes of weights and slots per ps task. TensorFlow places whole
-    variables round-robin over the ps tasks: the average is ps_bytes / num_ps, and the task of
-    the largest variable holds at least it and its slots."""
+    variables round-robin over the ps tasks: the average is ps_bytes / num_ps, and the fullest
+    task holds at least that and at least the largest variable with its slots."""
     if num_ps < 1:  # the flag's bound; as tfdist.cluster.roles says it to a caller without one
         from tfdist.cluster.roles import parameter_server_types
 

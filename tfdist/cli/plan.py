@@ -147,8 +147,8 @@ def text(plan: dict) -> str:
         f" + the workers (W workers: W + {ps['tasks_besides_workers']} tasks); " +
         (f"the ps task holds {human(ps['ps_task_bytes_average'])} of weights + slots."
          if ps["num_ps"] == 1 else f"per ps task about {human(ps['ps_task_bytes_average'])} of "
-         f"weights + slots, at least {human(ps['ps_task_bytes_at_least'])} on the one with the "
-         "largest variable (whole variables, placed round-robin).")
+         f"weights + slots; the fullest holds at least {human(ps['ps_task_bytes_at_least'])} "
+         "(whole variables, placed round-robin: the largest with its slots on one).")
     ]
     train_column = f"train: {plan['lr_scaling']}"
     lines += [
