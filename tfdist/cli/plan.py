@@ -5,7 +5,19 @@ builds the real --optimizer for it, and prints: parameters (model.count_params()
 weights, gradients and optimizer slots (counted from the optimizer's variables), an activation
 estimate per replica at --batch_size, the bytes on one replica's device for each strategy, whether
 that fits --gpu_memory and the largest per-replica batch that does, and the global batch and
-scaled learning rate for N replicas under the linear and square-root rules.
+scaled learning rate for N replicas under the linear and square-root rules and under
+--lr_scaling, the rule tfdist train uses.
+
+It reads these of tfdist train's flags as train does, and refuses the values train refuses
+(the same error; whether the job has tasks enough for --num_ps only train can tell):
+  --keras          the Keras train builds with (stated; the counts are of tf-keras's build of
+                   the same layers: the same parameters)
+  --pipeline_option  the recipe's options, checked, and its input shape and classes with them
+  --lr_scaling     the learning-rate column train trains with
+  --num_ps, --evaluator  parameter_server's tasks besides the workers, and bytes per ps task
+  --strategy       the default --optimizer and --lr; parameter_server: replicas per worker
+It accepts train's other flags (--epochs, --warmup_epochs, --model_dir, ...) and ignores them:
+they change nothing it shows.
 
   tfdist plan --model=resnet50 --input_shape=224,224,3 --num_classes=1000 --optimizer=adam \\
       --batch_size=64 --gpu_memory=80GB
@@ -23,7 +35,7 @@ import sys
 
 from absl import flags
 
-from tfdist.app.config import given_or_default
+from tfdist.app.config import default_keras, given_or_default
 from tfdist.app.plan import PlanOptions, make_plan
 from tfdist.cli import flags as tfdist_flags
 from tfdist.cli import train as train_cli
@@ -47,13 +59,18 @@ _MEASURE = flags.DEFINE_bool(
     "its CPU, and compare TensorFlow's measured peak memory with the estimate.")
 _FORMAT = flags.DEFINE_enum("format", "text", ["text", "json"], "text: tables; json: one object.")
 
+KERAS_NAMES = {2: "2 (tf-keras)", 3: "3 (Keras 3)"}
+
 # TensorFlow's default CPU allocator (oneDNN's) leaves allocations under 256 KiB out of its
 # statistics; its BFC allocator counts every one. Read when TensorFlow starts.
 BFC_ENV = "TF_CPU_ALLOCATOR_USE_BFC"
 
 
 def options_from_flags() -> PlanOptions:
-    """The flags as PlanOptions; optimizer and lr as the strategy's defaults when not given."""
+    """The flags as PlanOptions; optimizer and lr as the strategy's defaults when not given, the
+    Keras as train resolves it, --pipeline_option parsed as train parses it."""
+    from pipelines import parse_option_pairs
+
     return PlanOptions(model=FLAGS.model,
                        optimizer=given_or_default("optimizer", FLAGS.optimizer, FLAGS.strategy),
                        lr=given_or_default("lr", FLAGS.lr, FLAGS.strategy),
@@ -66,6 +83,12 @@ def options_from_flags() -> PlanOptions:
                        data_dir=FLAGS.data_dir,
                        gpu_memory=_GPU_MEMORY.value,
                        replicas=tuple(int(r) for r in _REPLICAS.value),
+                       keras=int(FLAGS.keras) if FLAGS.keras else default_keras(),
+                       lr_scaling=FLAGS.lr_scaling,
+                       pipeline_options=parse_option_pairs(FLAGS.pipeline_option),
+                       strategy=FLAGS.strategy,
+                       num_ps=FLAGS.num_ps,
+                       evaluator=FLAGS.evaluator,
                        measure=_MEASURE.value)
 
 
@@ -74,10 +97,16 @@ def text(plan: dict) -> str:
 
     m = plan["memory"]
     per_param = lambda n: f"{n / max(1, m['params']):.1f} B/param"  # noqa: E731
+    options = "".join(f" --pipeline_option={k}={v}" for k, v in plan["pipeline_options"].items())
     lines = [
         f"tfdist plan: {plan['model']} (input {'x'.join(map(str, plan['input_shape']))}, "
         f"{plan['num_classes']} classes), {plan['optimizer']}, {plan['mixed_precision']}, "
         f"batch {plan['batch_size']} per replica",
+        f"  pipeline         {plan['pipeline']}{options}" +
+        ("" if plan["input_from_pipeline"] else
+         " (its input not read: --input_shape and --num_classes given)"),
+        f"  keras            {KERAS_NAMES[plan['keras']]}, what tfdist train builds with "
+        "(--keras); counted from tf-keras's build of the same layers: the same parameters",
         f"  parameters       {m['params']:,} ({m['trainable_params']:,} trainable)" +
         ("" if m["params"] == plan["count_params"] else
          f" -- model.count_params() says {plan['count_params']:,}"),
@@ -108,20 +137,33 @@ def text(plan: dict) -> str:
         if memory_given:
             row += f"  {'yes' if s['fits'] else 'NO':>{len(fits)}}  {s['largest_batch']:>13,}"
         lines.append(row)
+    ps = plan["parameter_server"]
     lines += [
         f"  {', '.join(REPLICATED)}: weights, gradients, slots and activations on every replica.",
         f"  {', '.join(VARIABLES_ELSEWHERE)}: weights + slots ({human(plan['ps_bytes'])}) stay on "
-        "the ps tasks (whole variables, spread over --num_ps) or the CPU; each replica reads the "
-        "weights for its step."
+        "the ps tasks or the CPU; each replica reads the weights for its step.",
+        f"  parameter_server with --num_ps={ps['num_ps']}: 1 chief + {ps['num_ps']} ps" +
+        (" + 1 evaluator" if ps["evaluator"] else "") +
+        f" + the workers (W workers: W + {ps['tasks_besides_workers']} tasks); " +
+        (f"the ps task holds {human(ps['ps_task_bytes_average'])} of weights + slots."
+         if ps["num_ps"] == 1 else f"per ps task about {human(ps['ps_task_bytes_average'])} of "
+         f"weights + slots; the fullest holds at least {human(ps['ps_task_bytes_at_least'])} "
+         "(whole variables, placed round-robin: the largest with its slots on one).")
     ]
+    train_column = f"train: {plan['lr_scaling']}"
     lines += [
-        "", f"global batch and learning rate for N replicas (--lr={plan['lr']:g} for one "
-        f"replica's batch of {plan['batch_size']}):", f"  {'N':>5}  {'global batch':>12}  "
-        f"{'linear (lr*N)':>14}  {'sqrt (lr*sqrt N)':>16}"
+        "", f"global batch and learning rate for N replicas in sync (--lr={plan['lr']:g} for one "
+        f"replica's batch of {plan['batch_size']}; tfdist train scales it by "
+        f"--lr_scaling={plan['lr_scaling']}):", f"  {'N':>5}  {'global batch':>12}  "
+        f"{'linear (lr*N)':>14}  {'sqrt (lr*sqrt N)':>16}  {train_column:>16}"
     ]
     for r in plan["replicas"]:
         lines.append(f"  {r['replicas']:>5}  {r['global_batch_size']:>12,}  {r['lr_linear']:>14.4g}"
-                     f"  {r['lr_sqrt']:>16.4g}")
+                     f"  {r['lr_sqrt']:>16.4g}  {r['lr']:>16.4g}")
+    if plan["strategy"] == "parameter_server":
+        lines.append("  parameter_server: the replicas in sync are one worker's GPUs (1 without); "
+                     "the workers step asynchronously, so train scales --lr and the batch by "
+                     "those, not by the number of workers.")
     if "measured" in plan:
         x = plan["measured"]
         lines += [

@@ -88,7 +88,7 @@ def _text(text: str) -> str:
 # tfdist train's flags (its own module's and tfdist.cli.flags' beyond the cluster flags) are
 # listed once, under train. The other commands that take them say how: scale passes them all on
 # to every size's training; plan reads a few (those its module reads, found below) and ignores the
-# rest, which it accepts because it shares train's flag definitions.
+# rest, which it accepts (and checks as train does) because it shares train's flag definitions.
 TRAIN_MODULE, SHARED_MODULE = "tfdist.cli.train", "tfdist.cli.flags"
 TAKES_TRAIN_FLAGS = {"scale": "all", "plan": "reads"}
 
@@ -132,7 +132,9 @@ def _train_flags_taken(name: str, module: str, train: list[dict],
             "- Of `tfdist train`'s flags and the cluster flags it reads only (described under "
             "[`tfdist train`](#tfdist-train) and [cluster flags](#cluster-flags)): "
             f"{_names([f for f in train if f['name'] in read])}.",
-            "- It accepts the others, as `tfdist train` defines them for both, and ignores them: "
+            "- It accepts the others, as `tfdist train` defines them for both, and refuses the "
+            "values train refuses while parsing them; otherwise they change nothing the plan "
+            "shows: "
             f"{_names([f for f in train if f['name'] not in read])}."
         ]
     raise ValueError(f"tfdist {name} takes tfdist train's flags: say how in TAKES_TRAIN_FLAGS")
