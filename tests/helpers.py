@@ -69,6 +69,21 @@ def keras_environ(keras) -> dict[str, str]:
     return {}
 
 
+# The tf-keras case of a test whose Keras 3 case runs on every stack: on the default stack only.
+# On the newest stack its TensorFlow side (the strategy, the collectives, Horovod's build) runs in
+# the Keras 3 twin, and tf-keras's side did not change: tf-keras 2.21's engine/training.py,
+# callbacks.py, optimizers, distribute/ and mixed_precision/, where tfdist hooks in, are 2.18's to
+# the byte (diffed 2026-11-27; engine/data_adapter.py differs in None inputs, saving_lib in 14
+# lines). tf-keras still trains on the newest stack: tests/test_keras_choice.py, the mid-epoch
+# resume of tfdist train (tests/train/test_resume.py), Horovod's resume (test_user_script.py).
+TF_KERAS_TWIN = pytest.mark.default_stack
+
+
+def tf_keras_twin(*values, **kwargs):
+    """pytest.param(*values) marked TF_KERAS_TWIN."""
+    return pytest.param(*values, marks=[TF_KERAS_TWIN, *kwargs.pop("marks", [])], **kwargs)
+
+
 # Set per test by tests/conftest.py; every process the test starts inherits it (clean_environ keeps
 # it), so the job's processes are found by it wherever they were re-parented.
 JOB_TAG = "TESTS_JOB_TAG"  # no TFDIST_ prefix: clean_environ keeps it

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PYTHON, WAIT, keras_environ, launch
+from tests.helpers import PYTHON, WAIT, keras_environ, launch, tf_keras_twin
 
 pytestmark = pytest.mark.slow
 
 SCRIPT = Path(__file__).resolve().parent / "own_optimizers_script.py"
 
 
-@pytest.mark.parametrize("keras", ["tf_keras", "keras3"])
+@pytest.mark.parametrize("keras", [tf_keras_twin("tf_keras"), "keras3"])
 def test_the_watchdog_counts_the_steps_of_a_train_step_with_optimizers_of_its_own(tmp_path, keras):
     r = launch(4, PYTHON, SCRIPT, tmp_path, keras, timeout=WAIT, env=keras_environ(keras))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-3000:]

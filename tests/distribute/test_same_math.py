@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import keras_environ, launch, requires_horovod, run
+from tests.helpers import keras_environ, launch, requires_horovod, run, tf_keras_twin
 
 HERE = Path(__file__).parent
 
@@ -64,7 +64,7 @@ def test_mirrored_two_logical_cpus(single, keras, tmp_path):
     assert_same_weights(single(keras), load(tmp_path / "w.npz"), 2)
 
 
-@pytest.mark.parametrize("keras", [2, 3])
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
 def test_multi_worker_two_processes(single, keras, tmp_path):
     r = launch(2,
                sys.executable,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import TFDIST, keras_environ, requires_horovod, run
+from tests.helpers import TFDIST, keras_environ, requires_horovod, run, tf_keras_twin
 
 pytestmark = pytest.mark.slow
 SCRIPT = str(Path(__file__).parent / "count_samples_script.py")
@@ -79,10 +79,10 @@ def assert_each_sample_once(out, n, counts, unread, never=None):
 
 CASES = [
     pytest.param("multi_worker", 3, "numpy"),
-    pytest.param("multi_worker", 2, "numpy"),
+    tf_keras_twin("multi_worker", 2, "numpy"),
     pytest.param("multi_worker", 3, "dataset"),
     pytest.param("horovod", 3, "numpy", marks=[pytest.mark.horovod, requires_horovod]),
-    pytest.param("horovod", 2, "numpy", marks=[pytest.mark.horovod, requires_horovod]),
+    tf_keras_twin("horovod", 2, "numpy", marks=[pytest.mark.horovod, requires_horovod]),
     pytest.param("horovod", 3, "dataset", marks=[pytest.mark.horovod, requires_horovod]),
     pytest.param("mirrored", 3, "numpy"),
     pytest.param("mirrored", 3, "dataset"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import TFDIST, keras_environ, launch, run
+from tests.helpers import TFDIST, keras_environ, launch, run, tf_keras_twin
 
 pytestmark = pytest.mark.slow
 SCRIPT = str(Path(__file__).parent / "two_lines_script.py")
@@ -55,7 +55,7 @@ REFUSED = ("ModelOutsideStrategy: Sequential was made outside any distribution s
            "rt.scope():`).")
 
 
-@pytest.mark.parametrize("keras", [2, 3])
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
 def test_multi_worker(keras, tmp_path):
     out = tmp_path / "w"
     # The two lines: the model made after init() without rt.scope() is under the strategy
@@ -75,7 +75,7 @@ def test_multi_worker(keras, tmp_path):
     assert not list(tmp_path.glob("w.*.npz"))
 
 
-@pytest.mark.parametrize("keras", [2, 3])
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
 def test_parameter_server(keras, tmp_path):
     """Chief, ps and worker: the model the script makes after init() lives on the ps (its
     variables there) and trains, with the input ParameterServerStrategy's fit takes (a dataset,
@@ -96,7 +96,7 @@ def test_parameter_server(keras, tmp_path):
     assert min(moved) > 0, moved  # every variable trained
 
 
-@pytest.mark.parametrize("keras", [2, 3])
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
 def test_mirrored_on_two_devices(keras, tmp_path):
     """One process, 2 devices: the model made after init() trains on both, with or without the
     scope; one made before init() (it would train on one device) is refused by its fit."""
@@ -115,7 +115,7 @@ def test_mirrored_on_two_devices(keras, tmp_path):
     assert not list(tmp_path.glob("w.*.npz"))
 
 
-@pytest.mark.parametrize("keras", [2, 3])
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
 def test_same_math_as_one_process(keras, tmp_path):
     """The script's batch_size (64) is the global batch: 2 workers, and 2 devices, train the
     weights one process trains (seeds fixed, dropout off: `same_math`)."""
@@ -154,7 +154,7 @@ def test_same_math_as_one_process(keras, tmp_path):
             assert np.max(np.abs(theirs - ours)) / np.max(np.abs(ours)) <= SAME_MATH
 
 
-@pytest.mark.parametrize("keras", [2, 3])
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
 def test_callbacks_without_asking(keras, tmp_path):
     """The script passes no callbacks: tfdist's come with its fit. BatchNormalization's moving
     statistics end equal on both workers although each reads its samples in its own order

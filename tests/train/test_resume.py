@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import (TFDIST, WAIT, assert_nothing_left, finish, launch, saved_model,
-                           requires_horovod, run, start, wait_for)
+                           requires_horovod, run, start, tf_keras_twin, wait_for)
 from tfdist.train.checkpoint import EXIT_AFTER_STEP, EXIT_WHILE_SAVING
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
@@ -61,9 +61,11 @@ def straight(tmp_path_factory):
 @pytest.mark.parametrize(
     "n",
     [
-        # Newest stack: [2], the same resume after the tasks' agreement (a collective).
+        # Newest stack: neither. Two tasks' stop at their agreement (a collective) and resume run
+        # there in Keras 3's twin, tests/train/test_user_script.py's [multi_worker-3] (the same
+        # calls: rt.resume, rt.dataset, rt.callbacks); tf-keras: tests.helpers.TF_KERAS_TWIN.
         pytest.param(1, marks=pytest.mark.default_stack),
-        2,
+        tf_keras_twin(2),
     ])
 def test_resume_after_sigterm_equals_uninterrupted(n, straight, tmp_path):
     """Alone the reference is a run of its own (3 processes in all); two tasks compare with the

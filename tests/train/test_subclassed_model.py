@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.helpers import PYTHON, keras_environ, run
+from tests.helpers import PYTHON, keras_environ, run, tf_keras_twin
 from tfdist.train.checkpoint import EXIT_AFTER_STEP
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ def final_state(model_dir):
     }
 
 
-@pytest.mark.parametrize("keras", ["tf_keras", "keras3"])
+@pytest.mark.parametrize("keras", [tf_keras_twin("tf_keras"), "keras3"])
 def test_a_subclassed_models_run_killed_mid_epoch_resumes_at_its_start_and_ends_as_a_straight_run(
         tmp_path, keras):
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"

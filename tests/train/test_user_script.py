@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import (PYTHON, REPO, TFDIST, finish, keras_environ, requires_horovod, run,
-                           start, wait_for)
+                           start, tf_keras_twin, wait_for)
 from tfdist.train.preemption import PAUSE_AFTER_STEP
 
 pytestmark = pytest.mark.slow
@@ -56,10 +56,8 @@ def last_checkpoint(model_dir, keras=2):
 @pytest.mark.parametrize(
     "strategy,keras",
     [
-        # Newest stack: not this one. `tfdist train` makes the same calls (rt.resume, rt.dataset,
-        # rt.callbacks) with tf-keras under multi_worker, stopped by SIGTERM and resumed to the
-        # same weights on every stack: tests/train/test_resume.py, after_sigterm[2].
-        pytest.param("multi_worker", 2, marks=pytest.mark.default_stack),
+        # tf-keras: tests.helpers.TF_KERAS_TWIN (its twin [multi_worker-3] runs on every stack).
+        tf_keras_twin("multi_worker", 2),
         ("multi_worker", 3),
         pytest.param("horovod", 2, marks=[requires_horovod, pytest.mark.horovod]),
     ])
