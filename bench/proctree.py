@@ -94,6 +94,18 @@ def kill(roots: Iterable[int]) -> None:
     send(roots, signal.SIGKILL)
 
 
+def groups(roots: Iterable[int]) -> set[int]:
+    """The process groups of the tree's live processes (a launcher's ranks and horovodrun's
+    children run in groups of their own)."""
+    out = set()
+    for pid in members(roots):
+        try:
+            out.add(os.getpgid(pid))
+        except ProcessLookupError:
+            pass
+    return out
+
+
 def peak_rss_mb(roots: Iterable[int], at_least: float = 100.0) -> list[float]:
     """The peak resident memory (VmHWM, MB) of the tree's processes that reached `at_least` MB
     (the ranks and servers, not the small launchers and guards), largest first."""

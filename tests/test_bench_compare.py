@@ -2,6 +2,7 @@
 freezes its CPU time, and the alternating slices measure a known cost ratio. The workers are
 Python loops that count their steps into the steps file as bench/probe.py does."""
 
+import json
 import os
 import subprocess
 import sys
@@ -202,3 +203,36 @@ def test_a_row_gets_more_pairs_of_runs_only_while_it_cannot_tell(worker, tmp_pat
     finally:
         compare.TELLS = tells
     assert row["run_pairs"] == 3 and row["rounds"] == 18, row["round_run_pairs"]
+
+
+def test_sides_that_trained_different_kerases_stop_the_comparison(worker, tmp_path):
+    """A pair that asks for one Keras on both sides: each run's record names the Keras rank 0's
+    fit ran (bench/probe.py). The same Keras (Keras 3.15.1 on both): measured, each side's Keras
+    in the row; Keras 3 against tf-keras: UnequalSettings naming both, and no run left."""
+    started = []
+
+    def start(cfg):
+        run = start_worker(worker, tmp_path, 2000)
+        record = tmp_path / f"{cfg['label']}-{time.monotonic_ns()}.rank0.json"
+        record.write_text(json.dumps({"keras": cfg["keras"]}))
+        run.record = str(record)
+        started.append(run)
+        return run
+
+    same = dict(name="same",
+                same_keras=True,
+                a=dict(label="a", keras="Keras 3.15.1"),
+                b=dict(label="b", keras="Keras 3.15.1"))
+    row = measure(same, start, rounds=5, slice_seconds=0.1)
+    assert row["error"] is None
+    assert row["a_side"]["keras"] == row["b_side"]["keras"] == "Keras 3.15.1"
+    unequal = dict(same,
+                   name="unequal",
+                   a=dict(label="tfdist", keras="Keras 3.15.1"),
+                   b=dict(label="hand-written", keras="tf-keras 2.18.0"))
+    with pytest.raises(compare.UnequalSettings) as raised:
+        measure(unequal, start, rounds=5, slice_seconds=0.1)
+    assert "tfdist Keras 3.15.1, hand-written tf-keras 2.18.0" in str(raised.value)
+    for run in started:
+        assert run.procs[0].poll() is not None
+        assert not proctree.members(run.roots)

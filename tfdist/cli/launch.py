@@ -27,6 +27,7 @@ from tfdist.cluster.launcher_choice import CHOICE_VARS
 from tfdist.cluster.local import launch_environ
 from tfdist.cluster.ports import free_port_base
 from tfdist.logs import NoiseFilter
+from tfdist.process_groups import end_groups, signal_group
 
 FLAGS = flags.FLAGS
 
@@ -68,7 +69,7 @@ def launch(command: list[str],
     def forward(signum, frame):
         stop["signal"] = signum
         for p in procs:
-            _signal_group(p, signum)
+            signal_group(p.pid, signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, forward)
@@ -124,7 +125,7 @@ def launch(command: list[str],
     if stop["signal"] is not None and status == 0:
         status = 128 + stop["signal"]
     for p in procs:  # stragglers a process left behind in its group (they hold its output open)
-        _signal_group(p, signal.SIGTERM)
+        signal_group(p.pid, signal.SIGTERM)
     for pump in pumps:  # every line the processes wrote, before launch's own exit
         pump.join(timeout=5)
     os.close(held)
@@ -132,22 +133,12 @@ def launch(command: list[str],
 
 
 def _stop_all(procs, grace: float) -> None:
+    """SIGCONT and SIGTERM to each process's group, SIGKILL to those still running after
+    `grace` s (tfdist.process_groups), and reap them."""
+    by_group = {p.pid: p for p in procs}
+    end_groups(by_group, grace, ended=lambda group: by_group[group].poll() is not None)
     for p in procs:
-        _signal_group(p, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-        time.sleep(0.1)
-    for p in procs:
-        if p.poll() is None:
-            _signal_group(p, signal.SIGKILL)
-            p.wait()
-
-
-def _signal_group(proc, signum) -> None:
-    try:
-        os.killpg(proc.pid, signum)
-    except ProcessLookupError:
-        pass
+        p.wait()
 
 
 def _exit_status(code: int) -> int:
