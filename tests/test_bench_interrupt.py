@@ -99,6 +99,7 @@ def test_an_ended_driver_ends_its_runs_in_every_group(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.default_stack  # the bench's own process handling: one stack is enough
 @timeout_for(300, 120)
 def test_an_ended_training_bench_leaves_no_process(tmp_path):
     """bench/training.py itself on one tf-keras row (multi_worker/cnn/tf-keras: tfdist launch with
