@@ -20,7 +20,6 @@ from typing import Optional, Sequence
 
 import proctree
 from tfdist.files import write_json
-from tfdist.process_groups import end_groups
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
@@ -30,7 +29,7 @@ BIN = os.path.dirname(sys.executable)  # the venv's bin: python, tfdist, horovod
 # signal on to its ranks, which stop at their next step).
 GRACE = 10.0
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
-_started: list[subprocess.Popen] = []  # every process this driver started whose group lives
+_started: list[subprocess.Popen] = []  # every process this driver started whose run lives
 
 
 def machine() -> dict:
@@ -118,9 +117,15 @@ def quiet_env(**extra: str) -> dict:
     return env
 
 
-def _popen(command: Sequence[str], env: Optional[dict], out) -> subprocess.Popen:
-    """Start a command in a process group of its own and keep it for `end_children`; a SIGTERM
-    or SIGINT arriving meanwhile waits until it is kept."""
+def _popen(command: Sequence[str],
+           env: Optional[dict],
+           out,
+           tag: Optional[str] = None) -> subprocess.Popen:
+    """Start a command in a process group of its own, its environment (`env`, or this process's)
+    tagged with `tag` (a fresh one by default; kept as the process's `run_tag`), and keep it for
+    `end_children`; a SIGTERM or SIGINT arriving meanwhile waits until it is kept."""
+    tag = tag or proctree.new_tag()
+    env = dict(os.environ if env is None else env, **{proctree.TAG: tag})
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     try:
         proc = subprocess.Popen(list(command),
@@ -129,21 +134,12 @@ def _popen(command: Sequence[str], env: Optional[dict], out) -> subprocess.Popen
                                 stdout=out,
                                 stderr=subprocess.STDOUT if out is not None else None,
                                 start_new_session=True)
-        _started[:] = [p for p in _started if p.poll() is None or _group_lives(p.pid)]
+        proc.run_tag = tag
+        _started[:] = [p for p in _started if p.poll() is None or proctree.members(p.run_tag)]
         _started.append(proc)
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
     return proc
-
-
-def _group_lives(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def run(command: Sequence[str],
@@ -169,13 +165,17 @@ def run(command: Sequence[str],
     return status, time.time() - start
 
 
-def start(command: Sequence[str], env: dict, log: Optional[str] = None) -> subprocess.Popen:
+def start(command: Sequence[str],
+          env: dict,
+          log: Optional[str] = None,
+          tag: Optional[str] = None) -> subprocess.Popen:
     """Start a command in its own process group, output appended to `log` (None: this
-    process's own stdout and stderr)."""
+    process's own stdout and stderr), its processes tagged `tag` (bench/proctree.py; a fresh
+    tag by default, the process's `run_tag`)."""
     if log is None:
-        return _popen(command, env, None)
+        return _popen(command, env, None, tag)
     with open(log, "ab") as out:
-        return _popen(command, env, out)
+        return _popen(command, env, out, tag)
 
 
 def wait_all(procs: Sequence[subprocess.Popen], timeout: float) -> list[int]:
@@ -203,13 +203,11 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 def end_children(grace: float = GRACE) -> None:
     """End every process this driver started and everything they started, as `tfdist launch`
-    ends its ranks (tfdist.process_groups): SIGCONT (a measured run may be stopped mid-slice),
-    SIGTERM, and SIGKILL to what is left after `grace` seconds; to every process group of their
-    trees (a launcher's ranks, horovodrun's children and parameter servers have groups of
-    their own)."""
-    roots = [p.pid for p in _started]
-    groups = (set(roots) | proctree.groups(roots)) - {os.getpgrp()}
-    end_groups(sorted(groups), grace)
+    ends its ranks: SIGCONT (a measured run may be stopped mid-slice), SIGTERM, and SIGKILL to
+    what is left after `grace` seconds; each found by its run's tag wherever it runs
+    (bench/proctree.py: a launcher's ranks, horovodrun's children and parameter servers have
+    process groups of their own)."""
+    proctree.end({p.run_tag for p in _started}, grace)
     for p in _started:
         p.poll()
 

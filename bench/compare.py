@@ -175,7 +175,8 @@ class UnequalSettings(Exception):
 
 
 class Run:
-    """A started run: the processes the driver started (the roots of its tree), rank 0's count of
+    """A started run: the processes the driver started (bench/common.py's start: each carries a
+    tag its own processes inherit, bench/proctree.py), rank 0's count of
     finished steps (the 8 bytes of `steps_file`, written by bench/probe.py), the samples one of
     those steps trains, the run's log, and rank 0's probe record (OUT_PREFIX.rank0.json), if
     any."""
@@ -200,8 +201,9 @@ class Run:
             return json.load(f).get("keras")
 
     @property
-    def roots(self) -> list[int]:
-        return [p.pid for p in self.procs]
+    def tags(self) -> list[str]:
+        """The tags of its processes (bench/proctree.py), one per process the driver started."""
+        return [p.run_tag for p in self.procs]
 
     def steps(self) -> int:
         return struct.unpack_from("<q", self._steps)[0]
@@ -226,7 +228,7 @@ def stop_after_step(run: Run, label: str, within: float) -> None:
     last, deadline = run.steps(), time.monotonic() + within
     while run.steps() == last and time.monotonic() < deadline:
         time.sleep(0.0002)
-    if not proctree.stop(run.roots):
+    if not proctree.stop(run.tags):
         raise RunFailed(f"{label}: a process did not stop: see {run.log}")
 
 
@@ -262,13 +264,13 @@ def check_same_keras(pair: dict, runs: dict) -> dict:
 def measure_slice(run: Run, label: str, seconds: float) -> dict:
     """Continue the stopped run for about `seconds`, stop it after a finished step, and return
     what the slice cost: CPU seconds of the whole tree, steps, wall seconds."""
-    cpu0, _ = proctree.cpu_seconds(run.roots)
+    cpu0, _ = proctree.cpu_seconds(run.tags)
     steps0, wall0 = run.steps(), time.monotonic()
-    proctree.resume(run.roots)
+    proctree.resume(run.tags)
     time.sleep(seconds)
     stop_after_step(run, label, within=STEP_WAIT)
     wall = time.monotonic() - wall0
-    cpu1, processes = proctree.cpu_seconds(run.roots)
+    cpu1, processes = proctree.cpu_seconds(run.tags)
     run.check(label)
     steps = run.steps() - steps0
     if steps <= 0:
@@ -324,13 +326,13 @@ def compare(pairs: Sequence[dict],
                         slice_ = measure_slice(runs[label], label, slice_seconds)
                         measured[index][i] = dict(slice_, run_pair=k)
                     i += 1
-                memory = {label: proctree.peak_rss_mb(run.roots) for label, run in runs.items()}
+                memory = {label: proctree.peak_rss_mb(run.tags) for label, run in runs.items()}
             except RunFailed as e:
                 error = str(e)
                 log(f"  {pair['name']}: FAILED: {error}")
             finally:
                 for run in runs.values():
-                    proctree.kill(run.roots)
+                    proctree.kill(run.tags)
                     for p in run.procs:
                         p.wait()
             if error:

@@ -1,9 +1,14 @@
 """Ending process groups: SIGCONT, then SIGTERM, then SIGKILL to what is left after a grace.
 
-The one way `tfdist launch` ends its ranks (each rank's group: its guard, the rank, its children)
-and bench/ its measured runs (every group of a run's process tree). SIGCONT first: a stopped
+The way `tfdist launch` ends its ranks (each rank's group: its guard, the rank, its children;
+bench/proctree.py ends a measured run the same way, by its run's tag). SIGCONT first: a stopped
 process (Ctrl-Z, a debugger, bench/'s alternating slices) keeps a SIGTERM pending until it is
 continued, and would otherwise wait out the grace to be killed.
+
+Only groups the caller created and whose leader it has not reaped (alive or a zombie): their
+number then names no other group. A reaped leader's pid is free for any new process, which may
+lead a group of its own (every `start_new_session` child does), and pids come round again
+within minutes on a busy machine (pid_max 32768).
 
 Standard library only, Linux /proc to see who is left: `tfdist launch`'s guards import it before
 every rank starts.
@@ -19,6 +24,8 @@ from typing import Callable, Iterable, Optional
 
 def signal_group(group: int, signum: int) -> None:
     """Send `signum` to process group `group`; a group already gone is no error."""
+    if group <= 1:  # 0 is the caller's own group; killpg(1) would be init's
+        raise ValueError(f"not a process group to signal: {group}")
     try:
         os.killpg(group, signum)
     except ProcessLookupError:
@@ -50,7 +57,7 @@ def end_groups(groups: Iterable[int],
                ended: Optional[Callable[[int], bool]] = None) -> None:
     """SIGCONT, then SIGTERM to every group; SIGKILL to each group not ended `grace` seconds
     later. `ended(group)` says whether a group is done (default: no live process left in it;
-    where that is unknown, the whole grace is given)."""
+    where that is unknown, the whole grace is given). The groups: see the module's docstring."""
     groups = list(dict.fromkeys(groups))
     if ended is None:
         ended = lambda group: group_members(group) == []  # noqa: E731
