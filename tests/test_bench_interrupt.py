@@ -1,7 +1,7 @@
 """An ended benchmark leaves nothing: SIGTERM to a bench driver while its measured runs train (and
 one side is stopped between its slices) ends every process they started, in every process group,
-as `tfdist launch` ends its ranks (bench/common.py's end_children_on_signals,
-tfdist.process_groups: SIGCONT, SIGTERM, SIGKILL after the grace)."""
+as `tfdist launch` ends its ranks (bench/common.py's end_children_on_signals, bench/proctree.py's
+end: SIGCONT, SIGTERM, SIGKILL after the grace, to every process carrying a run's tag)."""
 
 import os
 import signal
