@@ -125,7 +125,7 @@ def _popen(command: Sequence[str],
     tagged with `tag` (a fresh one by default; kept as the process's `run_tag`), and keep it for
     `end_children`; a SIGTERM or SIGINT arriving meanwhile waits until it is kept."""
     tag = tag or proctree.new_tag()
-    env = dict(os.environ if env is None else env, **{proctree.TAG: tag})
+    env = proctree.tagged_environ(os.environ if env is None else env, tag)
     signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
     try:
         proc = subprocess.Popen(list(command),

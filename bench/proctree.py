@@ -2,8 +2,9 @@
 time and memory they used. Linux /proc only; imports no TensorFlow.
 
 A run's processes are those whose environment holds its tag, `BENCH_RUN_TAG=<uuid>`: the driver
-puts a fresh one in the environment of each process it starts (bench/common.py), and every
-process that one starts inherits it: the launcher, its guards, horovodrun, every rank, the
+puts a fresh one in the environment of each process it starts (bench/common.py; after the tags
+the driver itself carries, `BENCH_RUN_TAG=<uuid>:<uuid>`, when another driver started it), and
+every process that one starts inherits it: the launcher, its guards, horovodrun, every rank, the
 parameter servers, in whatever process group or session, re-parented or not. Not parent pids:
 this machine's pids are reused within minutes (pid_max 32768, other sessions start processes
 all the time), and a walk up to a reaped root's pid would take in whatever process has it now
@@ -30,11 +31,17 @@ def new_tag() -> str:
     return uuid.uuid4().hex
 
 
-def _entries(tags: Iterable[str]) -> frozenset[bytes]:
-    """The environment entries ("BENCH_RUN_TAG=<uuid>") that mark the runs of `tags`."""
+def tagged_environ(env: dict, tag: str) -> dict:
+    """`env` with `tag` added to the tags it carries (a driver started by another keeps that
+    one's tag beside its own: its runs are the other driver's too, found when it ends them)."""
+    return dict(env, **{TAG: ":".join(filter(None, (env.get(TAG), tag)))})
+
+
+def _entries(tags: Iterable[str] | str) -> frozenset[bytes]:
+    """The tags `tags` as they appear in an environment."""
     tags = [tags] if isinstance(tags, str) else list(tags)
     assert all(tags), tags  # an empty tag would match nothing useful
-    return frozenset(f"{TAG}={tag}".encode() for tag in tags)
+    return frozenset(tag.encode() for tag in tags)
 
 
 def _stats() -> dict[int, tuple[str, int, int]]:
@@ -55,27 +62,27 @@ def _stats() -> dict[int, tuple[str, int, int]]:
     return out
 
 
-# (pid, start time) -> its tag entry (b"BENCH_RUN_TAG=..."), or b"" for none: a process's tag is
-# read once (it changes only at an exec with another environment, which only the driver's own
-# children do, before its Popen returns). A reused pid has another start time, so is read anew.
-_seen: dict[tuple[int, int], bytes] = {}
+# (pid, start time) -> the tags it carries: read once (they change only at an exec with another
+# environment, which only a driver's own children do, before its Popen returns). A reused pid has
+# another start time, so is read anew.
+_seen: dict[tuple[int, int], frozenset[bytes]] = {}
 
 
-def _tag_entry(pid: int) -> bytes:
-    """Process `pid`'s tag entry, b"" for none (or gone, or another user's)."""
+def _carried(pid: int) -> frozenset[bytes]:
+    """The tags process `pid` carries (none: gone, a zombie, another user's, untagged)."""
     prefix = f"{TAG}=".encode()
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             environ = f.read()
     except OSError:
-        return b""
-    return next((e for e in environ.split(b"\0") if e.startswith(prefix)), b"")
+        return frozenset()
+    entry = next((e for e in environ.split(b"\0") if e.startswith(prefix)), b"")
+    return frozenset(filter(None, entry[len(prefix):].split(b":")))
 
 
 def _tagged(pid: int, entries: frozenset[bytes]) -> bool:
-    """Whether process `pid`'s environment holds one of `entries` now (gone, a zombie, another
-    user's: no)."""
-    return _tag_entry(pid) in entries
+    """Whether process `pid` carries one of `entries` now."""
+    return not _carried(pid).isdisjoint(entries)
 
 
 def members(tags: Iterable[str] | str) -> dict[int, tuple[str, int]]:
@@ -89,8 +96,8 @@ def members(tags: Iterable[str] | str) -> dict[int, tuple[str, int]]:
         if state in ("Z", "X"):  # a zombie's environment reads empty
             continue
         if (pid, start) not in _seen:
-            _seen[(pid, start)] = _tag_entry(pid)
-        if _seen[(pid, start)] in entries:
+            _seen[(pid, start)] = _carried(pid)
+        if not _seen[(pid, start)].isdisjoint(entries):
             out[pid] = (state, ticks)
     return out
 

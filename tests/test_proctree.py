@@ -110,3 +110,23 @@ def test_a_signal_is_sent_only_to_a_process_that_carries_the_tag_then():
     finally:
         untagged.kill()
         untagged.wait()
+
+
+def test_a_driver_started_by_a_driver_tags_its_runs_with_both_tags():
+    """bench/run_all.py's tag reaches the runs of the training.py it started: ending its own
+    runs, it ends theirs."""
+    outer, inner = proctree.new_tag(), proctree.new_tag()
+    env = proctree.tagged_environ(proctree.tagged_environ(dict(os.environ), outer), inner)
+    assert env[proctree.TAG] == f"{outer}:{inner}"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while proc.pid not in proctree.members(inner) and time.monotonic() < deadline:
+            time.sleep(0.01)  # exec'd with the tags
+        assert set(proctree.members(inner)) == set(proctree.members(outer)) == {proc.pid}
+        assert proctree.members(proctree.new_tag()) == {}
+        proctree.end(outer, grace=10)
+        assert proc.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
