@@ -35,7 +35,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (BIN, machine, quiet_env, ratio, run, summary, write_result)  # noqa: E402
+from common import BIN, end_children_on_signals, machine, quiet_env, ratio  # noqa: E402
+from common import run, summary, write_result  # noqa: E402
 
 MB = 2**20
 SIZES_MB = (1, 25, 100)
@@ -314,6 +315,7 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=1, help="runs of each setting, pooled")
     parser.add_argument("--sweep", default="", help="comma-separated engines (default both)")
     args = parser.parse_args()
+    end_children_on_signals()  # ended (SIGTERM, Ctrl-C): no measured run is left behind
     if args.worker:
         worker(args)
         return

@@ -1,5 +1,6 @@
 """What the benchmarks share: the machine record, summary statistics, the JSON writer and a
-subprocess runner that never leaves a process behind.
+subprocess runner that never leaves a process behind: not at a timeout, and not when the driver
+itself is ended (SIGTERM, SIGINT: `end_children_on_signals`).
 
 Imports no TensorFlow: the drivers stay light, the measured processes load it themselves.
 """
@@ -17,12 +18,18 @@ import time
 from importlib import metadata
 from typing import Optional, Sequence
 
+import proctree
 from tfdist.files import write_json
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
 RESULTS = os.path.join(BENCH, "results")
 BIN = os.path.dirname(sys.executable)  # the venv's bin: python, tfdist, horovodrun
+# Seconds an ended driver's processes get between SIGTERM and SIGKILL (tfdist launch passes the
+# signal on to its ranks, which stop at their next step).
+GRACE = 10.0
+_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_started: list[subprocess.Popen] = []  # every process this driver started whose run lives
 
 
 def machine() -> dict:
@@ -110,6 +117,31 @@ def quiet_env(**extra: str) -> dict:
     return env
 
 
+def _popen(command: Sequence[str],
+           env: Optional[dict],
+           out,
+           tag: Optional[str] = None) -> subprocess.Popen:
+    """Start a command in a process group of its own, its environment (`env`, or this process's)
+    tagged with `tag` (a fresh one by default; kept as the process's `run_tag`), and keep it for
+    `end_children`; a SIGTERM or SIGINT arriving meanwhile waits until it is kept."""
+    tag = tag or proctree.new_tag()
+    env = proctree.tagged_environ(os.environ if env is None else env, tag)
+    signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        proc = subprocess.Popen(list(command),
+                                env=env,
+                                cwd=ROOT,
+                                stdout=out,
+                                stderr=subprocess.STDOUT if out is not None else None,
+                                start_new_session=True)
+        proc.run_tag = tag
+        _started[:] = [p for p in _started if p.poll() is None or proctree.members(p.run_tag)]
+        _started.append(proc)
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
+    return proc
+
+
 def run(command: Sequence[str],
         timeout: float,
         env: Optional[dict] = None,
@@ -121,12 +153,7 @@ def run(command: Sequence[str],
     """
     out = open(log, "ab") if log else subprocess.DEVNULL
     start = time.time()
-    proc = subprocess.Popen(list(command),
-                            env=env,
-                            cwd=ROOT,
-                            stdout=out,
-                            stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = _popen(command, env, out)
     try:
         status = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -138,15 +165,17 @@ def run(command: Sequence[str],
     return status, time.time() - start
 
 
-def start(command: Sequence[str], env: dict, log: str) -> subprocess.Popen:
-    """Start a command in its own process group, output appended to `log`."""
+def start(command: Sequence[str],
+          env: dict,
+          log: Optional[str] = None,
+          tag: Optional[str] = None) -> subprocess.Popen:
+    """Start a command in its own process group, output appended to `log` (None: this
+    process's own stdout and stderr), its processes tagged `tag` (bench/proctree.py; a fresh
+    tag by default, the process's `run_tag`)."""
+    if log is None:
+        return _popen(command, env, None, tag)
     with open(log, "ab") as out:
-        return subprocess.Popen(list(command),
-                                env=env,
-                                cwd=ROOT,
-                                stdout=out,
-                                stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        return _popen(command, env, out, tag)
 
 
 def wait_all(procs: Sequence[subprocess.Popen], timeout: float) -> list[int]:
@@ -170,6 +199,35 @@ def kill_group(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+
+
+def end_children(grace: float = GRACE) -> None:
+    """End every process this driver started and everything they started, as `tfdist launch`
+    ends its ranks: SIGCONT (a measured run may be stopped mid-slice), SIGTERM, and SIGKILL to
+    what is left after `grace` seconds; each found by its run's tag wherever it runs
+    (bench/proctree.py: a launcher's ranks, horovodrun's children and parameter servers have
+    process groups of their own)."""
+    proctree.end({p.run_tag for p in _started}, grace)
+    for p in _started:
+        p.poll()
+
+
+def end_children_on_signals(grace: float = GRACE) -> None:
+    """On SIGTERM or SIGINT: `end_children(grace)`, then exit with status 128 + the signal."""
+
+    def handler(signum, frame):
+        for sig in _SIGNALS:  # once: a second signal while the children end changes nothing
+            signal.signal(sig, signal.SIG_IGN)
+        print(
+            f"{os.path.basename(sys.argv[0])}: {signal.Signals(signum).name}: ending the "
+            "processes it started",
+            file=sys.stderr,
+            flush=True)
+        end_children(grace)
+        sys.exit(128 + signum)
+
+    for sig in _SIGNALS:
+        signal.signal(sig, handler)
 
 
 def table(rows: Sequence[Sequence], header: Sequence[str]) -> str:

@@ -19,12 +19,17 @@ interval of each median, and the verdict of the CPU ratio:
 - "A costs X ± Y %": the interval is at most +-3 % wide (X: the median's excess, Y: half the
   interval's width), but not inside the 2 % band;
 - "cannot tell: ..." with the reason (interval wider than +-3 %, or too few rounds ran).
+A pair that asks for one Keras on both sides ("same_keras") is checked after the warm-up: each
+run's rank 0 names the Keras its fit ran (bench/probe.py), and sides that trained different
+Kerases (or one that cannot say) end the whole comparison with UnequalSettings naming both.
 Imports no TensorFlow.
 """
 
 from __future__ import annotations
 
+import json
 import mmap
+import os
 import statistics
 import struct
 import subprocess
@@ -164,20 +169,41 @@ class RunFailed(Exception):
     pass
 
 
-class Run:
-    """A started run: the processes the driver started (the roots of its tree), rank 0's count of
-    finished steps (the 8 bytes of `steps_file`, written by bench/probe.py), the samples one of
-    those steps trains, and the run's log."""
+class UnequalSettings(Exception):
+    """The two sides of a comparison that must train alike did not: nothing it measured would
+    mean what its row says."""
 
-    def __init__(self, procs: Sequence[subprocess.Popen], steps_file: str, samples_per_step: int,
-                 log: str):
+
+class Run:
+    """A started run: the processes the driver started (bench/common.py's start: each carries a
+    tag its own processes inherit, bench/proctree.py), rank 0's count of
+    finished steps (the 8 bytes of `steps_file`, written by bench/probe.py), the samples one of
+    those steps trains, the run's log, and rank 0's probe record (OUT_PREFIX.rank0.json), if
+    any."""
+
+    def __init__(self,
+                 procs: Sequence[subprocess.Popen],
+                 steps_file: str,
+                 samples_per_step: int,
+                 log: str,
+                 record: Optional[str] = None):
         self.procs, self.samples_per_step, self.log = list(procs), samples_per_step, log
+        self.record = record
         with open(steps_file, "rb") as f:
             self._steps = mmap.mmap(f.fileno(), 8, access=mmap.ACCESS_READ)
 
+    def keras(self) -> Optional[str]:
+        """The Keras rank 0's fit ran ("tf-keras 2.18.0", "Keras 3.15.1"; bench/probe.py writes
+        it at the end of the first step), or None where not known."""
+        if not self.record or not os.path.exists(self.record):
+            return None
+        with open(self.record) as f:
+            return json.load(f).get("keras")
+
     @property
-    def roots(self) -> list[int]:
-        return [p.pid for p in self.procs]
+    def tags(self) -> list[str]:
+        """The tags of its processes (bench/proctree.py), one per process the driver started."""
+        return [p.run_tag for p in self.procs]
 
     def steps(self) -> int:
         return struct.unpack_from("<q", self._steps)[0]
@@ -202,7 +228,7 @@ def stop_after_step(run: Run, label: str, within: float) -> None:
     last, deadline = run.steps(), time.monotonic() + within
     while run.steps() == last and time.monotonic() < deadline:
         time.sleep(0.0002)
-    if not proctree.stop(run.roots):
+    if not proctree.stop(run.tags):
         raise RunFailed(f"{label}: a process did not stop: see {run.log}")
 
 
@@ -223,16 +249,28 @@ def warm_up(runs: dict, warm_steps: int, timeout: float) -> None:
         time.sleep(0.02)
 
 
+def check_same_keras(pair: dict, runs: dict) -> dict:
+    """Each side's Keras ({"a": ..., "b": ...}); with pair["same_keras"], UnequalSettings unless
+    both are known and the same."""
+    kerases = {label: run.keras() for label, run in runs.items()}
+    if pair.get("same_keras") and (None in kerases.values() or kerases["a"] != kerases["b"]):
+        raise UnequalSettings(
+            f"{pair['name']}: the sides trained different Kerases: {pair['a']['label']} "
+            f"{kerases['a'] or 'unknown'}, {pair['b']['label']} {kerases['b'] or 'unknown'} "
+            f"(logs: {runs['a'].log}, {runs['b'].log})")
+    return kerases
+
+
 def measure_slice(run: Run, label: str, seconds: float) -> dict:
     """Continue the stopped run for about `seconds`, stop it after a finished step, and return
     what the slice cost: CPU seconds of the whole tree, steps, wall seconds."""
-    cpu0, _ = proctree.cpu_seconds(run.roots)
+    cpu0, _ = proctree.cpu_seconds(run.tags)
     steps0, wall0 = run.steps(), time.monotonic()
-    proctree.resume(run.roots)
+    proctree.resume(run.tags)
     time.sleep(seconds)
     stop_after_step(run, label, within=STEP_WAIT)
     wall = time.monotonic() - wall0
-    cpu1, processes = proctree.cpu_seconds(run.roots)
+    cpu1, processes = proctree.cpu_seconds(run.tags)
     run.check(label)
     steps = run.steps() - steps0
     if steps <= 0:
@@ -262,14 +300,16 @@ def compare(pairs: Sequence[dict],
     each. With "max_run_pairs" a pair whose CPU-ratio interval is still wider than +-3 % after
     those gets more pairs of runs (as many rounds each), up to that many in all: the time goes to
     the rows that need it. `start(cfg)` starts a run that trains until killed. Returns the rows,
-    every slice kept in row["runs"] (with the pair of runs it is from)."""
+    every slice kept in row["runs"] (with the pair of runs it is from), and each side's Keras in
+    row["a_side"]["keras"] and row["b_side"]["keras"]. UnequalSettings (pair["same_keras"]: the
+    sides trained different Kerases) ends the comparison, its runs ended first."""
     rows = []
     for pair in pairs:
         n, run_pairs = pair.get("rounds", rounds), pair.get("run_pairs", 1)
         most = max(run_pairs, pair.get("max_run_pairs", run_pairs))
         started = time.monotonic()
         measured: tuple[dict, dict] = ({}, {})
-        error, memory = None, {}
+        error, memory, kerases = None, {}, {}
         i = 0
         for k in range(most):  # the rounds split over fresh pairs of runs
             if k >= run_pairs and _tells(measured):
@@ -279,19 +319,20 @@ def compare(pairs: Sequence[dict],
                 for label in ("a", "b"):
                     runs[label] = start(pair[label])
                 warm_up(runs, warm_steps, timeout)
+                kerases = check_same_keras(pair, runs)
                 for _ in range(n // run_pairs + (k < n % run_pairs)):
                     order = ((0, "a"), (1, "b")) if i % 2 == 0 else ((1, "b"), (0, "a"))
                     for index, label in order:
                         slice_ = measure_slice(runs[label], label, slice_seconds)
                         measured[index][i] = dict(slice_, run_pair=k)
                     i += 1
-                memory = {label: proctree.peak_rss_mb(run.roots) for label, run in runs.items()}
+                memory = {label: proctree.peak_rss_mb(run.tags) for label, run in runs.items()}
             except RunFailed as e:
                 error = str(e)
                 log(f"  {pair['name']}: FAILED: {error}")
             finally:
                 for run in runs.values():
-                    proctree.kill(run.roots)
+                    proctree.kill(run.tags)
                     for p in run.procs:
                         p.wait()
             if error:
@@ -303,8 +344,8 @@ def compare(pairs: Sequence[dict],
                        "a": [measured[0][i] for i in sorted(measured[0])],
                        "b": [measured[1][i] for i in sorted(measured[1])]
                    })
-        row["a_side"]["peak_rss_mb"] = memory.get("a")
-        row["b_side"]["peak_rss_mb"] = memory.get("b")
+        for label in ("a", "b"):
+            row[f"{label}_side"].update(peak_rss_mb=memory.get(label), keras=kerases.get(label))
         c, r = row["cpu_ratio"], row["rate_ratio"]
         log(f"  {pair['name']}: CPU/sample {c['median']} [{c['low']}, {c['high']}], samples/s "
             f"{r['median']} [{r['low']}, {r['high']}]: {row['verdict']} ({row['seconds']:.0f} s)")

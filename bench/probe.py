@@ -3,10 +3,12 @@ when its training started, how long each epoch took and its peak memory.
 
   python bench/probe.py OUT_PREFIX [--pin] [--exit_after_train] -- PROGRAM.py [ARGS...]
 
-Writes OUT_PREFIX.rank<R>.json (R from TFDIST_LAUNCH_RANK, HOROVOD_RANK or RANK). Timestamps are
+Writes OUT_PREFIX.rank<R>.json (R from TFDIST_LAUNCH_RANK, HOROVOD_RANK or RANK) at the end of the
+first step (so a driver can read it while the run trains) and at exit. Timestamps are
 time.time(), so the driver can subtract its own launch time. The hooks wrap the CallbackList of
 tf_keras and of Keras 3 when either is imported (nothing is imported here: the program picks its
-Keras).
+Keras); the record's "keras" names the Keras whose fit ran the steps ("tf-keras 2.18.0",
+"Keras 3.15.1"), so the driver can check both sides of a comparison trained the same one.
 
 Steps for bench/compare.py's slices: with $BENCH_STEPS_FILE set (an 8-byte file), rank 0 keeps
 its count of finished training steps there (little-endian int64, shared memory), which the driver
@@ -45,6 +47,7 @@ record: dict = {
     "epochs": [],
     "first_step_begin": None,
     "first_step_end": None,
+    "keras": None,
 }
 
 
@@ -63,8 +66,21 @@ def peak_rss_mb() -> float:
     return 0.0
 
 
+def keras_name(module_name: str) -> str:
+    """"tf-keras X.Y.Z" or "Keras X.Y.Z": the Keras a CallbackList module belongs to."""
+    from importlib import metadata
+
+    package = "tf-keras" if module_name.startswith("tf_keras") else "keras"
+    try:
+        version = metadata.version(package)
+    except metadata.PackageNotFoundError:
+        version = "?"
+    return f"{'tf-keras' if package == 'tf-keras' else 'Keras'} {version}"
+
+
 def patch_callback_list(module) -> None:
     cls = module.CallbackList
+    keras = keras_name(module.__name__)
     original = {
         name: getattr(cls, name)
         for name in ("on_train_batch_begin", "on_train_batch_end", "on_epoch_begin", "on_epoch_end",
@@ -75,6 +91,7 @@ def patch_callback_list(module) -> None:
     def on_train_batch_begin(self, batch, logs=None):
         if record["first_step_begin"] is None:
             record["first_step_begin"] = time.time()
+            record["keras"] = keras
         return original["on_train_batch_begin"](self, batch, logs)
 
     def on_train_batch_end(self, batch, logs=None):
@@ -85,6 +102,7 @@ def patch_callback_list(module) -> None:
                 struct.pack_into("<q", _steps["map"], 0, _steps["count"])
         if record["first_step_end"] is None:
             record["first_step_end"] = time.time()
+            write()
         return result
 
     def on_epoch_begin(self, epoch, logs=None):

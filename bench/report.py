@@ -201,6 +201,33 @@ def rounds_text(row: dict) -> str:
     return str(row["rounds"]) if pairs <= 1 else f"{pairs} x {row['rounds'] // pairs}"
 
 
+def keras_text(row: dict) -> str:
+    """The Keras each side's fit ran, "A / B" ("Keras 3.15.1 / Keras 3.15.1"); "-" for a side
+    not recorded (runs before the bench recorded it)."""
+    return " / ".join(row[side].get("keras") or "-" for side in ("a_side", "b_side"))
+
+
+# Said under the table while rows on record lack their Kerases: what those rows compared.
+UNRECORDED_KERAS = (
+    "Keras \"-\": not recorded, the rows are from before each row had one Keras told to both "
+    "sides. In their tfdist / hand-written rows the tfdist side trained TensorFlow's default "
+    "(Keras 3) and the hand-written one tf-keras (issue 45): those ratios compare two Kerases as "
+    "much as tfdist and its twin. They are to be re-measured with `make bench` on an idle "
+    "machine.")
+
+
+def plan_text() -> str:
+    """What the comparisons of `make bench` take as bench/training.py now runs them, priced at
+    the seconds per round and per pair of runs of the rows on record."""
+    import training
+
+    args = training.arguments([])
+    quick = training.arguments(["--quick"])
+    return (f"`make bench` now: {training.plan_text(training.todo_pairs(args), args)}; "
+            "then the start-up runs, the all-reduce and the input pipeline. `BENCH_QUICK=1`: "
+            f"{training.plan_text(training.todo_pairs(quick), quick)}.")
+
+
 def interval_text(r: dict) -> str:
     """A ratio's median and its 95 % interval: "1.004 [0.991, 1.013]"."""
     if r.get("median") is None:
@@ -208,8 +235,9 @@ def interval_text(r: dict) -> str:
     return f"{r['median']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
 
 
-COMPARISON_HEADER = ("comparison", "A / B", "CPU-ms/sample A", "B", "CPU ratio [95 %]",
-                     "samples/s A", "B", "samples/s ratio [95 %]", "verdict (CPU)")
+COMPARISON_HEADER = ("comparison", "A / B", "Keras A / B", "CPU-ms/sample A", "B",
+                     "CPU ratio [95 %]", "samples/s A", "B", "samples/s ratio [95 %]",
+                     "verdict (CPU)")
 
 
 def comparison_rows() -> list:
@@ -220,6 +248,7 @@ def comparison_rows() -> list:
         a, b = r["a_side"], r["b_side"]
         out.append([
             r["name"], f"{r['a']} / {r['b']}",
+            keras_text(r),
             _fmt(a["cpu_per_sample_ms"], 4),
             _fmt(b["cpu_per_sample_ms"], 4),
             interval_text(r["cpu_ratio"]),
@@ -329,6 +358,8 @@ def rows() -> list:
 
 
 HEADER = ("benchmark", "measure", "tfdist", "reference", "ratio", "goal", "met")
+QUICK_SUMMARY = (" (QUICK run, BENCH_QUICK=1: a smoke check that every row runs, its intervals too "
+                 "wide to resolve a cost; not for the record)")
 
 
 def summary_text() -> str:
@@ -339,8 +370,10 @@ def summary_text() -> str:
         text += (f"1 overhead: CPU-seconds per trained sample (all processes of the run) and "
                  f"samples/s, A / B, {setup['rounds']} rounds of alternating slices (variants: "
                  f"{setup.get('variant_rounds', setup['rounds'])})"
-                 f"{' (QUICK run: not for the record)' if setup.get('quick') else ''}\n\n")
+                 f"{QUICK_SUMMARY if setup.get('quick') else ''}\n\n")
         text += table(comparison_rows(), COMPARISON_HEADER) + "\n\n"
+        if any(not r["a_side"].get("keras") for r in data["rows"]):
+            text += UNRECORDED_KERAS + "\n\n"
     text += table(rows(), HEADER)
     data = next((d for d in (load(n) for n in NAMES) if d and "machine" in d), None)
     if data:
@@ -364,11 +397,12 @@ def docs_blocks() -> dict:
     if data:
         setup, m = data["setup"], data["machine"]
         all_quick = all(r.get("quick", setup.get("quick")) for r in data["rows"])
-        quick = ("**A quick run** (`BENCH_QUICK=1`: 6 rounds of half-second slices), not the "
-                 "full `make bench`: the intervals are wide for that reason. " if all_quick else
+        quick = ("**A quick run** (`BENCH_QUICK=1`: 6 rounds of half-second slices, a smoke "
+                 "check that every row runs), not the full `make bench`: its intervals are too "
+                 "wide to resolve a cost, not for the record. " if all_quick else
                  "Rows marked *(quick)* are from a quick run (`BENCH_QUICK=1`: 6 rounds of "
-                 "half-second slices; their intervals are wide for that reason); the others from "
-                 if setup.get("quick") else "")
+                 "half-second slices, a smoke check that every row runs; their intervals are too "
+                 "wide to resolve a cost); the others from " if setup.get("quick") else "")
         pairs, most = setup.get("run_pairs", 1), setup.get("max_run_pairs", 1)
         more = (f", then {setup['rounds'] // pairs} more rounds in a fresh pair of runs while the "
                 f"row's interval is wider than +-3 %, up to {most} pairs of runs"
@@ -381,16 +415,20 @@ def docs_blocks() -> dict:
             f"{m['date'][:10]}, load average {m['load_average'][0]} at the start and "
             f"{data.get('load_average_end', ['?'])[0]} at the end. A / B: the median per-round "
             "ratio, with its bootstrap 95 % interval (over the pairs of runs, then the rounds; "
-            "rounds: pairs of runs x rounds each).\n\n" + _md(
-                ("comparison", "A / B", "rounds", "CPU-ms per sample, A / B", "CPU ratio [95 %]",
-                 "samples/s, A / B", "samples/s ratio [95 %]", "verdict"),
+            "rounds: pairs of runs x rounds each; Keras: the one each side's fit ran, as its "
+            "rank 0 recorded it).\n\n" + _md(
+                ("comparison", "A / B", "Keras, A / B", "rounds", "CPU-ms per sample, A / B",
+                 "CPU ratio [95 %]", "samples/s, A / B", "samples/s ratio [95 %]", "verdict"),
                 [(r["name"] + (" *(quick)*" if r.get("quick") and not all_quick else ""),
-                  f"{r['a']} / {r['b']}", rounds_text(r),
+                  f"{r['a']} / {r['b']}", keras_text(r), rounds_text(r),
                   f"{_fmt(r['a_side']['cpu_per_sample_ms'], 4)} / "
                   f"{_fmt(r['b_side']['cpu_per_sample_ms'], 4)}", interval_text(
                       r["cpu_ratio"]), f"{_fmt(r['a_side']['samples_per_sec'], 0)} / "
                   f"{_fmt(r['b_side']['samples_per_sec'], 0)}", interval_text(
                       r["rate_ratio"]), r["verdict"]) for r in data["rows"]]))
+        if any(not r["a_side"].get("keras") for r in data["rows"]):
+            blocks["overhead"] += "\n\n" + UNRECORDED_KERAS
+        blocks["overhead"] += "\n\n" + plan_text()
     other = rows()
     if other:
         weak = load("weak_scaling")

@@ -1,13 +1,18 @@
 """`make bench`: every benchmark, then the plots, the summary table and the docs' tables.
 
   .venv/bin/python bench/run_all.py [--skip=NAME,...]
-  BENCH_QUICK=1 .venv/bin/python bench/run_all.py     # for iterating: the comparisons only,
-                                                       # 3 short rounds (not for the record)
+  BENCH_QUICK=1 .venv/bin/python bench/run_all.py     # a smoke check that every row runs: the
+                                                       # comparisons only, 6 short rounds each
+                                                       # (too few to resolve a cost; not for
+                                                       # the record)
 
 Runs, in this order: allreduce.py (2), training.py (1, 3, 4), input_pipeline.py (5); each writes
 bench/results/<name>.json. input_pipeline.json (written by that script) gets the machine record
 added here. Then report.py draws bench/results/<name>.png, prints the summary table and rewrites
 the generated tables of docs/benchmarks.md.
+
+Ended by SIGTERM or Ctrl-C, it ends the running benchmark, which ends every process it started
+(bench/common.py's end_children_on_signals), and exits with 128 + the signal.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import BENCH, RESULTS, ROOT, machine, quiet_env  # noqa: E402
+from common import BENCH, GRACE, RESULTS, ROOT, end_children_on_signals, machine  # noqa: E402
+from common import quiet_env, start  # noqa: E402
 
 STEPS = {
     "allreduce": ["allreduce.py"],
@@ -36,6 +42,8 @@ def main() -> None:
                         help="comma-separated: allreduce,training,"
                         "input_pipeline")
     args = parser.parse_args()
+    # A benchmark ends its own processes within its GRACE; this one waits for that, then more.
+    end_children_on_signals(grace=3 * GRACE)
     skip = set(filter(None, args.skip.split(",")))
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     if quick:
@@ -47,9 +55,8 @@ def main() -> None:
         if name in skip:
             continue
         print(f"== bench/{script} ({time.time() - started:.0f} s since start)", flush=True)
-        status = subprocess.call([sys.executable, os.path.join(BENCH, script)] + options,
-                                 cwd=ROOT,
-                                 env=quiet_env())
+        status = start([sys.executable, os.path.join(BENCH, script)] + options,
+                       env=quiet_env()).wait()
         if status != 0:
             failed.append(f"{script} (status {status})")
         if name == "input_pipeline" and status == 0:

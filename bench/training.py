@@ -11,17 +11,26 @@ verdict:
 - overhead.json (1): `tfdist launch -n N -- tfdist train` against its hand-written twin
   (bench/baselines/) for each engine (multi_worker and horovod: 2 processes; mirrored: one
   process over 2 logical CPUs; parameter_server: chief + ps + 2 workers) and both bundled models
-  (the digits CNN and resnet_small; digits, 32 samples per replica). Then, on the digits CNN,
-  tfdist against itself: Keras 3 vs tf-keras (`--keras=3` vs `--keras=2`, multi_worker and
-  horovod), the hang watchdog on vs off (`--watchdog_timeout=off`), the throughput meter and its
-  input-wait timer on vs off (`--nometer`) and, with --model_dir, the preemption agreement on vs
-  off (`--nopreemption`).
+  (the digits CNN and resnet_small; digits, 32 samples per replica), at one Keras per row told to
+  both sides alike (TF_USE_LEGACY_KERAS=1 or 0 exported, and tfdist's --keras=2 or 3): tf-keras
+  rows for every engine, Keras 3 rows where a hand-written Keras 3 script trains (mirrored; see
+  NO_HAND_KERAS3 for the others). Each side's rank 0 names the Keras its fit ran
+  (bench/probe.py); a row whose sides trained different Kerases stops the bench. Then, on the
+  digits CNN, tfdist against itself: Keras 3 vs tf-keras (`--keras=3` vs `--keras=2`,
+  multi_worker and horovod), and at Keras 3 the hang watchdog on vs off
+  (`--watchdog_timeout=off`), the throughput meter and its input-wait timer on vs off
+  (`--nometer`) and, with --model_dir, the preemption agreement on vs off (`--nopreemption`).
 - weak_scaling.json (3): resnet_small with 2 workers against 1 (same per-worker batch), both
-  engines and both sides, compared the same way; efficiency = samples/s ratio / 2. And the
-  machine's ceiling: two plain processes against one.
+  engines and both sides (tf-keras), compared the same way; efficiency = samples/s ratio / 2.
+  And the machine's ceiling: two plain processes against one.
 - startup.json (4): seconds from launch to the first training step (its start, and its end),
-  tfdist against its twin (multi_worker and horovod) in short runs of their own, one after the
-  other; and `tfdist env`.
+  tfdist against its twin (multi_worker and horovod, tf-keras) in short runs of their own, one
+  after the other; and `tfdist env`.
+
+Before it starts, it prints how long the comparisons should take: each row's rounds and pairs of
+runs priced at the seconds per round and per pair of runs that the rows on record took. Ended by
+SIGTERM or Ctrl-C, it ends every process it started (bench/common.py). --quick is a smoke check
+that every row runs, not a measurement (QUICK below; it says so in its output).
 
 Every process runs under bench/probe.py, which counts rank 0's finished steps for the slices and
 records the first step the same way on both sides. Processes are pinned one core each by rank
@@ -45,8 +54,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import BENCH, BIN, load_result, machine, quiet_env  # noqa: E402
-from common import run, start, summary, wait_all, write_result  # noqa: E402
-from compare import Run, compare, steps_file  # noqa: E402
+from common import end_children_on_signals, run, start, summary, wait_all  # noqa: E402
+from common import write_result  # noqa: E402
+from compare import Run, UnequalSettings, compare, steps_file  # noqa: E402
 from tfdist.cluster.ports import free_port_base  # noqa: E402  (after common's `import tfdist`)
 
 PYTHON = sys.executable
@@ -66,40 +76,80 @@ STARTUP_STEPS = 5  # steps of a start-up run: it ends when they are done
 # parameter_server: rank 0's steps count at epoch ends only (bench/probe.py), so its slices are
 # whole epochs of under a second.
 PS_STEPS_PER_EPOCH = 60
+# The Kerases of the rows: 2 is tf-keras, 3 Keras 3 (tfdist train --keras), Keras 3 first: what
+# users have by default.
+KERASES = (3, 2)
+KERAS_ROW = {2: "tf-keras", 3: "keras3"}  # in row names: multi_worker/cnn/keras3
+LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
+# Engines whose hand-written twin cannot train Keras 3 the way its users write it: no Keras 3 twin
+# row. Seen with bench/baselines/ on TensorFlow 2.18.1, Keras 3.15.1 (2026-11-27); tfdist trains
+# Keras 3 under all three (docs/compatibility.md).
+NO_HAND_KERAS3 = {
+    "multi_worker":
+    "Keras 3's fit under MultiWorkerMirroredStrategy: ValueError: Attempt to "
+    "convert a value (PerReplica:...) (keras-team/keras#20585)",
+    "parameter_server":
+    "Keras 3 has no coordinator-driven fit: ValueError: To use this dataset, "
+    "you need to pass this dataset to ClusterCoordinator.create_per_worker_dataset "
+    "(keras-team/keras#18624)",
+    "horovod":
+    "Horovod's Keras API is Keras 2 only: AttributeError: 'Variable' object has no "
+    "attribute 'ref' (horovod#4290)",
+}
 
 
-def config(side: str, engine: str, model: str, label: str = "", procs: int = 0, extra=()) -> dict:
+def config(side: str,
+           engine: str,
+           model: str,
+           keras: int,
+           label: str = "",
+           procs: int = 0,
+           extra=()) -> dict:
+    """One run: `keras` 2 (tf-keras) or 3 (Keras 3), told to both sides the same way (commands)."""
     procs = procs or PROCS[engine]
     extra = list(extra)
     return dict(side=side,
                 engine=engine,
                 model=model,
+                keras=keras,
                 procs=procs,
                 extra=extra,
                 label=label or side,
-                name=f"{side}/{engine}/{model}/{procs}p" + "".join(" " + e for e in extra))
+                name=f"{side}/{engine}/{model}/{procs}p/{KERAS_ROW[keras]}" +
+                "".join(" " + e for e in extra))
+
+
+def twin_pairs() -> list[dict]:
+    """tfdist against its twin, at one Keras per row (both sides told it): every engine whose
+    twin trains that Keras, both models."""
+    out = []
+    for model in ("cnn", "resnet_small"):
+        for keras in KERASES:
+            for engine in PROCS:
+                if engine in NO_HAND_KERAS3 and keras == 3:
+                    continue
+                out.append(
+                    dict(name=f"{engine}/{model}/{KERAS_ROW[keras]}",
+                         group="twin",
+                         subject="tfdist",
+                         goal="within 2 %",
+                         same_keras=True,
+                         a=config("tfdist", engine, model, keras),
+                         b=config("hand", engine, model, keras, label="hand-written")))
+    return out
 
 
 def pairs() -> list[dict]:
     """Every comparison of one round: A against B, A the subject of the verdict."""
-    out = []
-    for model in ("cnn", "resnet_small"):
-        for engine in PROCS:
-            out.append(
-                dict(name=f"{engine}/{model}",
-                     group="twin",
-                     subject="tfdist",
-                     goal="within 2 %",
-                     a=config("tfdist", engine, model),
-                     b=config("hand", engine, model, label="hand-written")))
+    out = twin_pairs()
     for engine in ("multi_worker", "horovod"):
         out.append(
             dict(name=f"keras3/{engine}/cnn",
                  group="keras",
                  subject="Keras 3",
                  goal="samples/s >= 0.95 of tf-keras",
-                 a=config("tfdist", engine, "cnn", label="Keras 3", extra=["--keras=3"]),
-                 b=config("tfdist", engine, "cnn", label="tf-keras", extra=["--keras=2"])))
+                 a=config("tfdist", engine, "cnn", 3, label="Keras 3"),
+                 b=config("tfdist", engine, "cnn", 2, label="tf-keras")))
     additions = (("watchdog", "the watchdog", [], ["--watchdog_timeout=off"
                                                    ]), ("meter", "the meter", [], ["--nometer"]),
                  ("preemption", "the preemption agreement",
@@ -111,14 +161,16 @@ def pairs() -> list[dict]:
                  group="addition",
                  subject=subject,
                  goal="within 2 %",
-                 a=config("tfdist", "multi_worker", "cnn", label=f"{name} on", extra=on),
-                 b=config("tfdist", "multi_worker", "cnn", label=f"{name} off", extra=off)))
+                 same_keras=True,
+                 a=config("tfdist", "multi_worker", "cnn", 3, label=f"{name} on", extra=on),
+                 b=config("tfdist", "multi_worker", "cnn", 3, label=f"{name} off", extra=off)))
     return out
 
 
 def weak_pairs() -> list[dict]:
     """Weak scaling: resnet_small with 2 workers against 1 (the same per-worker batch), for both
-    engines and both sides; and the machine's ceiling, 2 plain processes against 1."""
+    engines and both sides; and the machine's ceiling, 2 plain processes against 1. tf-keras: the
+    Keras both sides train under both engines."""
     out = []
     for engine in ("multi_worker", "horovod"):
         for side in ("tfdist", "hand"):
@@ -127,16 +179,66 @@ def weak_pairs() -> list[dict]:
                      group="weak",
                      subject="2 workers",
                      goal="efficiency >= 0.90 (resnet_small)",
-                     a=config(side, engine, "resnet_small", label="2 workers"),
-                     b=config(side, engine, "resnet_small", label="1 worker", procs=1)))
+                     same_keras=True,
+                     a=config(side, engine, "resnet_small", 2, label="2 workers"),
+                     b=config(side, engine, "resnet_small", 2, label="1 worker", procs=1)))
     out.append(
         dict(name="weak/limit/2 plain procs",
              group="weak",
              subject="2 processes",
              goal="the machine's ceiling: no communication at all",
-             a=config("hand", "plain", "resnet_small", label="2 processes", procs=2),
-             b=config("hand", "plain", "resnet_small", label="1 process", procs=1)))
+             same_keras=True,
+             a=config("hand", "plain", "resnet_small", 2, label="2 processes", procs=2),
+             b=config("hand", "plain", "resnet_small", 2, label="1 process", procs=1)))
     return out
+
+
+QUICK = ("a smoke check that every row runs (6 rounds of half-second slices, one pair of runs "
+         "per row, one start-up round): its intervals are too wide to resolve a cost of a few per "
+         "cent (expect 'cannot tell'); not for the record")
+
+
+def plan_text(todo: list[dict], args) -> str:
+    """What the comparisons will take: each row's pairs of runs and rounds, a round being its two
+    slices and what stopping and continuing them costs; that cost and a pair of runs' start-up
+    and warm-up priced as the rows on record took them (row_costs)."""
+    costs = row_costs(load_result("overhead"))
+    if costs is None:
+        return f"{len(todo)} comparisons: no rows on record to price them"
+    per_pair, per_round = costs[0], 2 * args.slice + costs[1]
+    least = most = 0.0
+    for p in todo:
+        n, pairs_ = p.get("rounds", args.rounds), p.get("run_pairs", 1)
+        most_pairs = max(pairs_, p.get("max_run_pairs", pairs_))
+        least += pairs_ * per_pair + n * per_round
+        most += most_pairs * per_pair + n * most_pairs // pairs_ * per_round
+    low, high = round(least / 60), round(most / 60)
+    took = f"{low} to {high} minutes" if low != high else f"{low} minute{'s' * (low != 1)}"
+    return (f"{len(todo)} comparisons, {sum(p.get('rounds', args.rounds) for p in todo)} rounds "
+            f"or more: {took} at {per_pair:.1f} s per pair of runs and {per_round:.2f} s per round "
+            "(two slices and their stops, priced from the rows on record, "
+            "bench/results/overhead.json)")
+
+
+def row_costs(previous: dict | None) -> tuple[float, float] | None:
+    """(seconds per pair of runs, seconds per round beyond its two slices): a non-negative
+    least-squares fit of the rows on record, seconds - rounds x 2 x slice = pairs of runs x a +
+    rounds x b; None without two different rows."""
+    previous = previous or {}
+    default = previous.get("setup", {}).get("slice_seconds")
+    rows = [
+        r for r in previous.get("rows", []) if r.get("seconds") and r.get("rounds")
+        and not r.get("error") and r.get("slice_seconds", default)
+    ]
+    if len({(r.get("run_pairs") or 1, r["rounds"]) for r in rows}) < 2:
+        return None
+    import numpy as np
+    from scipy.optimize import nnls
+
+    x = np.array([[r.get("run_pairs") or 1, r["rounds"]] for r in rows], dtype=float)
+    y = np.array([r["seconds"] - r["rounds"] * 2 * r.get("slice_seconds", default) for r in rows])
+    (a, b), _ = nnls(x, y)
+    return float(a), float(b)
 
 
 def train_args(cfg: dict, epochs: int, steps_per_epoch: int) -> list[str]:
@@ -170,6 +272,9 @@ def commands(cfg: dict, epochs: int, steps_per_epoch: int, prefix: str,
     probe = [PYTHON, PROBE, prefix] + (["--exit_after_train"] if exit_after_train else []) + pin
     probe.append("--")
     n, engine = cfg["procs"], cfg["engine"]
+    # The Keras, told to both sides alike: TensorFlow's switch exported either way (the twin
+    # chooses by it as its users do, bench/baselines/digits_models.py), and tfdist's --keras.
+    keras = {LEGACY_KERAS: "1" if cfg["keras"] == 2 else "0"}
     own = train_args(cfg, epochs, steps_per_epoch)
     if engine == "mirrored":
         own.append(f"--cpu_devices={MIRRORED_DEVICES}")
@@ -178,22 +283,24 @@ def commands(cfg: dict, epochs: int, steps_per_epoch: int, prefix: str,
         own.append("--lr=0.001")
     if cfg["side"] == "tfdist":
         extra = [e.replace("{run_dir}", prefix + ".run") for e in cfg["extra"]]
-        train = [TFDIST, "train", f"--strategy={engine}", "--pipeline=digits"] + own + extra
+        train = [
+            TFDIST, "train", f"--strategy={engine}", "--pipeline=digits", f"--keras={cfg['keras']}"
+        ] + own + extra
         if engine == "mirrored":
-            return [(probe + train, {})]
+            return [(probe + train, keras)]
         return [([TFDIST, "launch", f"--nproc={n}", f"--strategy={engine}", "--"] + probe + train,
-                 {})]
+                 keras)]
     script = os.path.join(BASELINES, f"{engine}_keras.py")
     if engine == "horovod":
         return [
             ([HOROVODRUN, "-np", str(n), "-H", f"localhost:{n}", "--gloo"] + probe + [script] + own,
-             {})
+             keras)
         ]
     if engine == "mirrored":
-        return [(probe + [script] + own, {})]
+        return [(probe + [script] + own, keras)]
     # multi_worker, parameter_server: a TF_CONFIG of their own; plain: independent processes
     base = str(free_port_base(n)) if engine != "plain" else "0"
-    return [(probe + [script] + own, dict(RANK=str(r), WORLD_SIZE=str(n), BASE_PORT=base))
+    return [(probe + [script] + own, dict(keras, RANK=str(r), WORLD_SIZE=str(n), BASE_PORT=base))
             for r in range(n)]
 
 
@@ -211,7 +318,7 @@ def start_run(cfg: dict, args, work: str) -> Run:
         start(command, dict(env, **extra), log)
         for command, extra in commands(cfg, 10**6, per_epoch, prefix, False)
     ]
-    return Run(procs, steps, samples_per_step(cfg), log)
+    return Run(procs, steps, samples_per_step(cfg), log, record=prefix + ".rank0.json")
 
 
 def measure_startup(cfg: dict, args, work: str, round_index: int) -> dict:
@@ -301,10 +408,10 @@ def startup(runs: list[dict], env_times: dict) -> dict:
 
 def startup_configs() -> list[dict]:
     out = [
-        config(side, engine, "cnn") for engine in ("multi_worker", "horovod")
+        config(side, engine, "cnn", 2) for engine in ("multi_worker", "horovod")
         for side in ("tfdist", "hand")
     ]
-    return out + [config("hand", "plain", "cnn", procs=1)]
+    return out + [config("hand", "plain", "cnn", 2, procs=1)]
 
 
 def weak_scaling(rows: list[dict]) -> dict:
@@ -336,11 +443,15 @@ def weak_scaling(rows: list[dict]) -> dict:
 
 def merge_rows(previous: dict | None, rows: list[dict]) -> list[dict]:
     """--only: this run's rows in place of the same rows of the results on record, the others
-    kept (each says which run it is from), in the order of pairs()."""
+    kept (each says which run it is from), in the order of pairs(); rows on record that pairs()
+    no longer has (e.g. the twin rows of before one Keras per row) are dropped."""
+    order = [p["name"] for p in pairs()]
     kept = {}
     if previous:
         setup = previous["setup"]
         for row in previous["rows"]:
+            if row["name"] not in order:
+                continue
             kept[row["name"]] = {
                 "quick": setup.get("quick"),
                 "slice_seconds": setup.get("slice_seconds"),
@@ -348,7 +459,6 @@ def merge_rows(previous: dict | None, rows: list[dict]) -> list[dict]:
                 **row
             }
     kept.update({row["name"]: row for row in rows})
-    order = [p["name"] for p in pairs()]
     return sorted(kept.values(), key=lambda r: order.index(r["name"]) if r["name"] in order else 99)
 
 
@@ -357,7 +467,8 @@ def _met(values: list, test) -> bool | None:
     return bool(test(statistics.median(values))) if values else None
 
 
-def main() -> None:
+def arguments(argv=None) -> argparse.Namespace:
+    """The command line (argv: sys.argv's), --quick's settings applied."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds",
                         type=int,
@@ -390,10 +501,7 @@ def main() -> None:
                         default=150,
                         help="each run's epochs (the slices cross epoch ends)")
     parser.add_argument("--startup_rounds", type=int, default=2)
-    parser.add_argument("--quick",
-                        action="store_true",
-                        help="6 rounds of half-second slices, 1 round of "
-                        "start-up: for iterating, not for the record")
+    parser.add_argument("--quick", action="store_true", help=QUICK)
     parser.add_argument("--timeout",
                         type=float,
                         default=300.0,
@@ -404,14 +512,15 @@ def main() -> None:
                         "'multi_worker/,horovod/' (the twin rows of both engines), 'keras3/', "
                         "'weak/'; no start-up runs then")
     parser.add_argument("--keep", action="store_true", help="keep the logs")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.rounds = args.variant_rounds = args.weak_rounds = 6
         args.slice, args.startup_rounds, args.run_pairs, args.max_run_pairs = 0.5, 1, 1, 1
-    # Past the first epoch's end: tracing and the first epoch-end work are behind the slices.
-    warm_steps = args.steps_per_epoch + 20
-    info = machine()
-    work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
+    return args
+
+
+def todo_pairs(args: argparse.Namespace) -> list[dict]:
+    """The comparisons this command line measures, each with its rounds and pairs of runs."""
     todo = [
         dict(p, rounds=args.variant_rounds) if p["group"] != "twin" else dict(
             p, run_pairs=args.run_pairs, max_run_pairs=args.max_run_pairs) for p in pairs()
@@ -419,13 +528,30 @@ def main() -> None:
     todo += [dict(p, rounds=args.weak_rounds) for p in weak_pairs()]
     if args.only:
         todo = [p for p in todo if p["name"].startswith(tuple(args.only.split(",")))]
+    return todo
+
+
+def main() -> None:
+    args = arguments()
+    end_children_on_signals()  # ended (SIGTERM, Ctrl-C): no measured run is left behind
+    # Past the first epoch's end: tracing and the first epoch-end work are behind the slices.
+    warm_steps = args.steps_per_epoch + 20
+    info = machine()
+    work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
+    todo = todo_pairs(args)
+    if args.quick:
+        print(f"training.py --quick: {QUICK}", flush=True)
+    print(plan_text(todo, args), flush=True)
     started = time.time()
-    rows = compare(todo,
-                   args.rounds,
-                   lambda cfg: start_run(cfg, args, work),
-                   slice_seconds=args.slice,
-                   warm_steps=warm_steps,
-                   timeout=args.timeout)
+    try:
+        rows = compare(todo,
+                       args.rounds,
+                       lambda cfg: start_run(cfg, args, work),
+                       slice_seconds=args.slice,
+                       warm_steps=warm_steps,
+                       timeout=args.timeout)
+    except UnequalSettings as e:
+        sys.exit(f"training.py: stopped, nothing written: {e}")
     weak = [r for r in rows if r["group"] == "weak"]
     rows = [r for r in rows if r["group"] != "weak"]
     startup_runs = []
@@ -527,6 +653,8 @@ def main() -> None:
               f"{r['median']} [{r['low']}, {r['high']}]  {row['verdict']}")
     failed = [row["name"] for row in rows + weak if row.get("error")]
     failed += [r["name"] for r in startup_runs if not r["ok"]]
+    if args.quick:
+        print(f"training.py --quick: {QUICK}", flush=True)
     if args.keep or failed:
         print(f"logs: {work}")
     else:

@@ -2,8 +2,8 @@
 freezes its CPU time, and the alternating slices measure a known cost ratio. The workers are
 Python loops that count their steps into the steps file as bench/probe.py does."""
 
+import json
 import os
-import subprocess
 import sys
 import textwrap
 import time
@@ -13,6 +13,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
+import common  # noqa: E402
 import compare  # noqa: E402
 import proctree  # noqa: E402
 
@@ -55,12 +56,7 @@ def start_worker(worker, tmp_path, work, child=False):
     steps = compare.steps_file(str(tmp_path / f"steps-{work}-{time.monotonic_ns()}"))
     log = str(tmp_path / "worker.log")
     command = [sys.executable, str(worker), str(work)] + (["child"] if child else [])
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(command,
-                                env=dict(os.environ, BENCH_STEPS_FILE=steps),
-                                stdout=out,
-                                stderr=subprocess.STDOUT,
-                                start_new_session=True)
+    proc = common.start(command, dict(os.environ, BENCH_STEPS_FILE=steps), log)
     return compare.Run([proc], steps, samples_per_step=1, log=log)
 
 
@@ -85,23 +81,23 @@ def wait_for(condition, what, timeout=60.0):
 def test_a_stopped_tree_spends_no_cpu_and_resumes(worker, tmp_path):
     run = start_worker(worker, tmp_path, 2000, child=True)
     try:
-        wait_for(lambda: len(proctree.members(run.roots)) == 2, "the child started")
+        wait_for(lambda: len(proctree.members(run.tags)) == 2, "the child started")
         wait_for(lambda: run.steps() > 3, "steps counted")
-        assert proctree.stop(run.roots)
-        states = {state for state, _ in proctree.members(run.roots).values()}
+        assert proctree.stop(run.tags)
+        states = {state for state, _ in proctree.members(run.tags).values()}
         assert states <= {"T", "t"}, states
-        cpu, processes = proctree.cpu_seconds(run.roots)
+        cpu, processes = proctree.cpu_seconds(run.tags)
         steps = run.steps()
         time.sleep(0.3)  # stopped: nothing may move however long this is
-        assert proctree.cpu_seconds(run.roots) == (cpu, processes) and processes == 2
+        assert proctree.cpu_seconds(run.tags) == (cpu, processes) and processes == 2
         assert run.steps() == steps
-        proctree.resume(run.roots)
+        proctree.resume(run.tags)
         wait_for(lambda: run.steps() > steps, "steps resume")
-        wait_for(lambda: proctree.cpu_seconds(run.roots)[0] > cpu, "CPU time resumes")
+        wait_for(lambda: proctree.cpu_seconds(run.tags)[0] > cpu, "CPU time resumes")
     finally:
-        proctree.kill(run.roots)
+        proctree.kill(run.tags)
         run.procs[0].wait()
-    wait_for(lambda: not proctree.members(run.roots), "the whole tree killed")
+    wait_for(lambda: not proctree.members(run.tags), "the whole tree killed")
 
 
 def test_slices_measure_a_known_cost_ratio(worker, tmp_path):
@@ -129,7 +125,7 @@ def test_slices_measure_a_known_cost_ratio(worker, tmp_path):
                                              row["cpu_ratio"]["high"], 8, 8, "A")
     for run in started:
         assert run.procs[0].poll() is not None
-        assert not proctree.members(run.roots)
+        assert not proctree.members(run.tags)
 
 
 def test_a_run_that_dies_gives_a_row_that_says_so(worker, tmp_path):
@@ -137,7 +133,7 @@ def test_a_run_that_dies_gives_a_row_that_says_so(worker, tmp_path):
     def start(cfg):
         if cfg["label"] == "b":
             log = str(tmp_path / "dies.log")
-            proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+            proc = common.start([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ))
             return compare.Run([proc], compare.steps_file(str(tmp_path / "dies")), 1, log)
         return start_worker(worker, tmp_path, 2000)
 
@@ -202,3 +198,36 @@ def test_a_row_gets_more_pairs_of_runs_only_while_it_cannot_tell(worker, tmp_pat
     finally:
         compare.TELLS = tells
     assert row["run_pairs"] == 3 and row["rounds"] == 18, row["round_run_pairs"]
+
+
+def test_sides_that_trained_different_kerases_stop_the_comparison(worker, tmp_path):
+    """A pair that asks for one Keras on both sides: each run's record names the Keras rank 0's
+    fit ran (bench/probe.py). The same Keras (Keras 3.15.1 on both): measured, each side's Keras
+    in the row; Keras 3 against tf-keras: UnequalSettings naming both, and no run left."""
+    started = []
+
+    def start(cfg):
+        run = start_worker(worker, tmp_path, 2000)
+        record = tmp_path / f"{cfg['label']}-{time.monotonic_ns()}.rank0.json"
+        record.write_text(json.dumps({"keras": cfg["keras"]}))
+        run.record = str(record)
+        started.append(run)
+        return run
+
+    same = dict(name="same",
+                same_keras=True,
+                a=dict(label="a", keras="Keras 3.15.1"),
+                b=dict(label="b", keras="Keras 3.15.1"))
+    row = measure(same, start, rounds=5, slice_seconds=0.1)
+    assert row["error"] is None
+    assert row["a_side"]["keras"] == row["b_side"]["keras"] == "Keras 3.15.1"
+    unequal = dict(same,
+                   name="unequal",
+                   a=dict(label="tfdist", keras="Keras 3.15.1"),
+                   b=dict(label="hand-written", keras="tf-keras 2.18.0"))
+    with pytest.raises(compare.UnequalSettings) as raised:
+        measure(unequal, start, rounds=5, slice_seconds=0.1)
+    assert "tfdist Keras 3.15.1, hand-written tf-keras 2.18.0" in str(raised.value)
+    for run in started:
+        assert run.procs[0].poll() is not None
+        assert not proctree.members(run.tags)

@@ -2,16 +2,27 @@
 (no tfdist). The models are layer for layer those of `tfdist train --model=cnn|resnet_small`
 (tfdist/app/models.py); the data is the same scikit-learn digits split (1437 train / 360 test,
 stratified, random_state=0) that tfdist's digits pipeline packs.
+
+The Keras is the one the bench exports, chosen the way each Keras's users choose it:
+TF_USE_LEGACY_KERAS=1 (the tf-keras rows): TensorFlow's `tf.keras`, which that switch makes
+tf-keras; otherwise (the Keras 3 rows, TF_USE_LEGACY_KERAS=0): `import keras`.
 """
 
 import argparse
+import os
 
 import numpy as np
 import tensorflow as tf
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
-layers = tf.keras.layers
+TF_KERAS = os.environ.get("TF_USE_LEGACY_KERAS") in ("1", "true", "True")  # TensorFlow's test
+if TF_KERAS:
+    keras = tf.keras
+else:
+    import keras
+
+layers = keras.layers
 
 
 def parse_args():
@@ -28,8 +39,8 @@ def parse_args():
 def make_optimizer(name, lr):
     """SGD with momentum 0.9 or Adam, as `tfdist train --optimizer` makes them."""
     if name == "adam":
-        return tf.keras.optimizers.Adam(lr)
-    return tf.keras.optimizers.SGD(lr, momentum=0.9)
+        return keras.optimizers.Adam(lr)
+    return keras.optimizers.SGD(lr, momentum=0.9)
 
 
 def load_data():
@@ -44,7 +55,7 @@ def load_data():
 
 
 def cnn(input_shape=(8, 8, 1), num_classes=10):
-    return tf.keras.Sequential([
+    return keras.Sequential([
         layers.Input(input_shape),
         layers.Conv2D(32, 3, padding="same", activation="relu"),
         layers.Conv2D(64, 3, padding="same", activation="relu"),
@@ -68,7 +79,7 @@ def resnet_small(input_shape=(8, 8, 1), num_classes=10, width=32, blocks=3):
         y = layers.BatchNormalization()(y)
         x = layers.ReLU()(layers.Add()([x, y]))
     x = layers.GlobalAveragePooling2D()(x)
-    return tf.keras.Model(inputs, layers.Dense(num_classes)(x))
+    return keras.Model(inputs, layers.Dense(num_classes)(x))
 
 
 def build_model(name):
@@ -77,6 +88,6 @@ def build_model(name):
 
 def compile_model(model, optimizer):
     model.compile(optimizer=optimizer,
-                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   metrics=["accuracy"])
     return model

@@ -5,25 +5,23 @@ DistributedOptimizer, broadcast and metric-average callbacks.
   horovodrun -np 2 -H localhost:2 --gloo python bench/baselines/horovod_keras.py
 """
 
-import os
 import sys
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import tensorflow as tf
+from digits_models import TF_KERAS, build_model, compile_model, keras, load_data, parse_args
 
-import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
-
-# horovod.tensorflow.keras imports `keras`, which is Keras 3 beside TF 2.18; its callbacks then
-# fail (horovod#4290). The known workaround: let `keras` be tf_keras.
-sys.modules["keras"] = tf_keras
+if TF_KERAS:
+    # tf-keras: horovod.tensorflow.keras imports `keras`, which is Keras 3 beside TF 2.18; its
+    # callbacks then fail (horovod#4290). The known workaround: let `keras` be tf_keras.
+    import tf_keras
+    sys.modules["keras"] = tf_keras
+# Keras 3: Horovod's Keras API as it is (Keras 2 only: horovod#4290).
 import horovod.tensorflow.keras as hvd  # noqa: E402
-
-from digits_models import build_model, compile_model, load_data, parse_args  # noqa: E402
 
 args = parse_args()
 hvd.init()
 
-tf.keras.utils.set_random_seed(0)
+keras.utils.set_random_seed(0)
 (x_train, y_train), (x_test, y_test) = load_data()
 train = tf.data.Dataset.from_tensor_slices((x_train, y_train)).cache()
 train = train.shard(hvd.size(), hvd.rank())
@@ -31,7 +29,7 @@ train = train.shuffle(len(x_train), seed=0).repeat().batch(args.batch_size, drop
 train = train.prefetch(tf.data.AUTOTUNE)
 
 model = build_model(args.model)
-optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(args.lr * hvd.size(), momentum=0.9))
+optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(args.lr * hvd.size(), momentum=0.9))
 compile_model(model, optimizer)
 callbacks = [
     hvd.callbacks.BroadcastGlobalVariablesCallback(0),

@@ -5,15 +5,11 @@ the CPU is split into --cpu_devices logical devices (as `tfdist train --cpu_devi
   python bench/baselines/mirrored_keras.py --cpu_devices=2
 """
 
-import os
 import sys
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras = tf_keras, as on the other sides
+import tensorflow as tf
 
-import tensorflow as tf  # noqa: E402
-
-from digits_models import build_model, compile_model, load_data, make_optimizer  # noqa: E402
-from digits_models import parse_args  # noqa: E402
+from digits_models import build_model, compile_model, keras, load_data, make_optimizer, parse_args
 
 devices = int(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--cpu_devices=")), 1))
 sys.argv = [a for a in sys.argv if not a.startswith("--cpu_devices=")]
@@ -23,7 +19,7 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(devices)])
 replicas = strategy.num_replicas_in_sync
 
-tf.keras.utils.set_random_seed(0)
+keras.utils.set_random_seed(0)
 (x_train, y_train), (x_test, y_test) = load_data()
 train = tf.data.Dataset.from_tensor_slices((x_train, y_train)).cache()
 train = train.shuffle(len(x_train), seed=0).repeat().batch(args.batch_size * replicas,

@@ -8,9 +8,8 @@ each process builds its own TF_CONFIG from its rank, then model.fit on the globa
 import json
 import os
 
-# TF 2.18's default tf.keras is Keras 3, whose model.fit fails under MultiWorkerMirroredStrategy
-# (keras-team/keras#20585): a hand-written script on this stack must pick tf_keras too.
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# The Keras: digits_models (tf-keras under TF_USE_LEGACY_KERAS=1, else Keras 3). Keras 3's own
+# model.fit fails under MultiWorkerMirroredStrategy on TF 2.18 (keras-team/keras#20585).
 
 rank = int(os.environ["RANK"])
 world_size = int(os.environ["WORLD_SIZE"])
@@ -27,14 +26,14 @@ os.environ["TF_CONFIG"] = json.dumps({
 
 import tensorflow as tf  # noqa: E402
 
-from digits_models import build_model, compile_model, load_data, parse_args  # noqa: E402
+from digits_models import build_model, compile_model, keras, load_data, parse_args  # noqa: E402
 
 args = parse_args()
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 workers = strategy.num_replicas_in_sync
 global_batch = args.batch_size * workers
 
-tf.keras.utils.set_random_seed(0)
+keras.utils.set_random_seed(0)
 (x_train, y_train), (x_test, y_test) = load_data()
 train = tf.data.Dataset.from_tensor_slices((x_train, y_train)).cache()
 train = train.shuffle(len(x_train), seed=0).repeat().batch(global_batch, drop_remainder=True)
@@ -44,7 +43,7 @@ train = train.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 with strategy.scope():
     model = compile_model(build_model(args.model),
-                          tf.keras.optimizers.SGD(args.lr * workers, momentum=0.9))
+                          keras.optimizers.SGD(args.lr * workers, momentum=0.9))
 model.fit(train,
           epochs=args.epochs,
           steps_per_epoch=args.steps_per_epoch,

@@ -9,8 +9,6 @@ workers); the ps and workers run a server, the chief drives model.fit with a Dat
 import json
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 3 has no ParameterServerStrategy fit
-
 rank = int(os.environ["RANK"])
 world_size = int(os.environ["WORLD_SIZE"])
 base_port = int(os.environ.get("BASE_PORT", "23456"))
@@ -27,8 +25,8 @@ os.environ["TF_CONFIG"] = json.dumps({
 
 import tensorflow as tf  # noqa: E402
 
-from digits_models import build_model, compile_model, load_data, make_optimizer  # noqa: E402
-from digits_models import parse_args  # noqa: E402
+from digits_models import TF_KERAS, build_model, compile_model, keras, load_data  # noqa: E402
+from digits_models import make_optimizer, parse_args  # noqa: E402
 
 args = parse_args()
 resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
@@ -42,7 +40,7 @@ if resolver.task_type in ("ps", "worker"):
 
 strategy = tf.distribute.ParameterServerStrategy(resolver)
 workers = len(cluster["worker"])
-tf.keras.utils.set_random_seed(0)
+keras.utils.set_random_seed(0)
 (x_train, y_train), (x_test, y_test) = load_data()
 
 
@@ -58,9 +56,10 @@ def dataset_fn(input_context):
 with strategy.scope():
     model = compile_model(build_model(args.model), make_optimizer(args.optimizer,
                                                                   args.lr * workers))
-model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn),
-          epochs=args.epochs,
-          steps_per_epoch=args.steps_per_epoch,
-          verbose=2)
+# tf-keras: the tutorial's DatasetCreator. Keras 3 has none, nor a coordinator-driven fit of its
+# own (keras-team/keras#18624): its users can only pass the dataset.
+data = (keras.utils.experimental.DatasetCreator(dataset_fn)
+        if TF_KERAS else dataset_fn(tf.distribute.InputContext()))
+model.fit(data, epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, verbose=2)
 _, accuracy = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
 print(f"test accuracy {accuracy:.4f}")

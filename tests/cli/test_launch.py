@@ -85,6 +85,22 @@ def test_what_a_rank_leaves_in_its_group_is_stopped_after_grace():
     assert_nothing_left()
 
 
+def test_a_rank_whose_guard_died_gets_sigterm_in_its_group(tmp_path):
+    # The guard killed under its rank: launch sends SIGTERM to the group it led (launch's
+    # backstop for what a guard could not stop), while the guard is unreaped (its pid then names
+    # no other group).
+    mark = tmp_path / "got-term"
+    r = launch("-n", "1", "--grace=5", "--", "bash", "-c",
+               f"trap 'touch {mark}; exit 3' TERM; kill -KILL $PPID; sleep 600 & wait")
+    assert r.returncode == 128 + signal.SIGKILL, r.stderr
+    assert "rank 0 was killed by SIGKILL" in r.stderr
+    deadline = time.monotonic() + 30
+    while not mark.exists():  # the trap ran: the rank got SIGTERM
+        assert time.monotonic() < deadline, job_processes()
+        time.sleep(0.05)
+    assert_nothing_left()
+
+
 CHILD = """
 import signal, sys, time
 def bye(signum, frame):

@@ -27,6 +27,7 @@ from tfdist.cluster.launcher_choice import CHOICE_VARS
 from tfdist.cluster.local import launch_environ
 from tfdist.cluster.ports import free_port_base
 from tfdist.logs import NoiseFilter
+from tfdist.process_groups import end_groups, signal_group
 
 FLAGS = flags.FLAGS
 
@@ -68,7 +69,8 @@ def launch(command: list[str],
     def forward(signum, frame):
         stop["signal"] = signum
         for p in procs:
-            _signal_group(p, signum)
+            if p.returncode is None:  # unreaped: its pid still names its group (see _poll)
+                signal_group(p.pid, signum)
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):
         signal.signal(sig, forward)
@@ -98,19 +100,19 @@ def launch(command: list[str],
     os.close(watched)
 
     status, deadline = 0, None
-    while [p.poll() for p in procs].count(None):
+    while [_poll(p) for p in procs].count(None):
         if stop["signal"] is not None:
             # Interrupted: every process got the signal; give them `grace` s, then kill.
             deadline = deadline or time.monotonic() + grace
             if time.monotonic() > deadline:
-                _stop_all([p for p in procs if p.poll() is None], 0)
+                _stop_all([p for p in procs if _poll(p) is None], 0)
         elif status == 0:
             failed = [(r, p.returncode) for r, p in enumerate(procs)
                       if p.returncode not in (None, 0)]
             if failed:
                 rank, code = failed[0]
                 status = _exit_status(code)
-                alive = [p for p in procs if p.poll() is None]
+                alive = [p for p in procs if _poll(p) is None]
                 _say(f"rank {rank} {_describe(code)}; stopping the other {len(alive)} "
                      "process(es).")
                 _stop_all(alive, grace)
@@ -123,8 +125,6 @@ def launch(command: list[str],
             _say(f"rank {rank} {_describe(code)}.")
     if stop["signal"] is not None and status == 0:
         status = 128 + stop["signal"]
-    for p in procs:  # stragglers a process left behind in its group (they hold its output open)
-        _signal_group(p, signal.SIGTERM)
     for pump in pumps:  # every line the processes wrote, before launch's own exit
         pump.join(timeout=5)
     os.close(held)
@@ -132,22 +132,27 @@ def launch(command: list[str],
 
 
 def _stop_all(procs, grace: float) -> None:
+    """SIGCONT and SIGTERM to each process's group, SIGKILL to those still running after
+    `grace` s (tfdist.process_groups), and reap them."""
+    by_group = {p.pid: p for p in procs}
+    end_groups(by_group, grace, ended=lambda group: _poll(by_group[group]) is not None)
     for p in procs:
-        _signal_group(p, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-        time.sleep(0.1)
-    for p in procs:
-        if p.poll() is None:
-            _signal_group(p, signal.SIGKILL)
-            p.wait()
+        p.wait()
 
 
-def _signal_group(proc, signum) -> None:
-    try:
-        os.killpg(proc.pid, signum)
-    except ProcessLookupError:
-        pass
+def _poll(proc: subprocess.Popen) -> Optional[int]:
+    """proc.poll(), SIGTERM to its group first once it ended: stragglers it left there hold its
+    output open. A group is signalled only while its leader is unreaped (alive or a zombie): its
+    pid then names no other process's group; once reaped, the number is free for any new
+    process, and this machine's pids come round again within minutes."""
+    if proc.returncode is None:
+        try:
+            ended = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            ended = None
+        if ended is not None:
+            signal_group(proc.pid, signal.SIGTERM)
+    return proc.poll()
 
 
 def _exit_status(code: int) -> int:

@@ -31,6 +31,8 @@ import sys
 import threading
 import time
 
+from tfdist.process_groups import group_members
+
 # Signals the launcher forwards to the group, or a terminal sends: meant for the rank.
 _PASSED_BY = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP)
 
@@ -40,22 +42,8 @@ def _ignore(signum, frame) -> None:
 
 
 def _group_members() -> list[int] | None:
-    """The other processes in the guard's process group (Linux /proc); None where unknown."""
-    group, me, found = os.getpgrp(), os.getpid(), []
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return None
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:  # gone meanwhile
-            continue
-        fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) ": state ppid pgrp
-        if pid != me and fields[0] != b"Z" and int(fields[2]) == group:
-            found.append(pid)
-    return found
+    """The other processes in the guard's process group; None where unknown."""
+    return group_members(os.getpgrp(), exclude=(os.getpid(), ))
 
 
 def _stop_group(grace: float) -> None:
