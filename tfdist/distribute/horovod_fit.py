@@ -26,7 +26,8 @@ registers, with `install(engine)`, hooks into every `compile` and `fit` of the s
     leave the other ranks out of the averaging of val_* at the epoch's end.
   - the engine's callbacks (the first weights broadcast from rank 0, metrics averaged) put first
     in the list where it holds none of their kinds (tfdist.train.auto_callbacks adds them with
-    rt.callbacks(); a script's own are kept).
+    rt.callbacks(); a script's own are kept); Horovod's callbacks in the list of the model's
+    Keras (a tf_keras model without TF_USE_LEGACY_KERAS=1: horovod_binding.callbacks_for_model).
   - an input tfdist cannot split (a generator, a PyDataset or Sequence, an iterator) is a
     ConfigError naming what to pass instead; a model whose optimizer no rank averages (compiled
     before tfdist.init()) is refused: it would train one copy per rank.
@@ -40,7 +41,7 @@ import logging
 from tfdist.distribute import default_strategy, rank_split
 from tfdist.errors import ConfigError
 from tfdist.keras_compat import adapter, user_fit
-from tfdist.keras_compat.horovod_binding import is_distributed_optimizer
+from tfdist.keras_compat.horovod_binding import callbacks_for_model, is_distributed_optimizer
 
 log = logging.getLogger("tfdist")
 
@@ -127,6 +128,8 @@ def _fit(call: user_fit.Call) -> None:
             "`tfdist.init()` (its compile then wraps the optimizer), or wrap it yourself: "
             "`model.compile(optimizer=rt.optimizer(optimizer), ...)`.")
     _add_engine_callbacks(call, engine)
+    if call.get("callbacks") is not None:  # Horovod's, of the model's Keras
+        call.arguments["callbacks"] = callbacks_for_model(call.arguments["callbacks"], call.model)
     if not _ours(optimizer) or engine.world_size < 2:
         return  # the script's own Horovod lines: its data is split as it wrote it
     x = call.get("x")

@@ -172,9 +172,35 @@ def _optimizer_takes_keras3(module) -> None:
             from tfdist.keras_compat.horovod import distributed_optimizer
 
             return distributed_optimizer(optimizer, *args, **kwargs)
-        return keras2(optimizer, *args, **kwargs)
+        wrapped = keras2(optimizer, *args, **kwargs)
+        _saved_as_wrapped(wrapped, optimizer)
+        return wrapped
 
     module.DistributedOptimizer = DistributedOptimizer
+
+
+def _saved_as_wrapped(wrapped, optimizer) -> None:
+    """A tf-keras model saved with Horovod's optimizer loads with plain tf-keras, its optimizer
+    the script's own class (Horovod's intent: "so that the saved model could be easily restored
+    without Horovod"). Measured with Horovod 0.28.1 and tf-keras 2.18:
+    - `.keras`: Horovod names its class after the wrapped one but leaves it in its own module, so
+      the file named `horovod._keras.SGD`, which no module has: load_model failed, with Horovod
+      or without ("Could not locate class 'SGD'"). Now in the wrapped class's module.
+    - SavedModel: the optimizer's all-reduce, a tf.function attribute, was saved with it, and
+      loading needed Horovod's ops ("Op type not registered 'HorovodAllreduce'"). Now called
+      through a plain function, which SavedModel does not save; the training step is the same.
+    `.h5` names the class only, and loaded already."""
+    cls = type(wrapped)
+    if cls is not type(optimizer) and cls.__name__ == type(optimizer).__name__:
+        cls.__module__ = type(optimizer).__module__
+        cls.__qualname__ = type(optimizer).__qualname__
+    allreduce = getattr(wrapped, "_allreduce_grads", None)
+    if allreduce is not None:
+
+        def allreduce_grads(*args, **kwargs):
+            return allreduce(*args, **kwargs)
+
+        wrapped._allreduce_grads = allreduce_grads
 
 
 def _callbacks_take_keras3_models(impl) -> None:
@@ -266,6 +292,73 @@ def _skip_float_momentum_correction(impl) -> None:
 
     cls._adjust_learning_rate = _adjust_learning_rate
     setattr(cls, _MARK, True)
+
+
+HOROVOD_CALLBACKS = "horovod._keras.callbacks"  # the Impl classes, each Keras's callbacks' base
+
+
+def callbacks_for_model(callbacks, model):
+    """fit's `callbacks` (None, a callback, lists nested in lists) with each of Horovod's own
+    callbacks that is Keras 3's replaced by its tf-keras twin, where `model` is a tf-keras model;
+    lists are changed in place, the top level copied (a tuple made a list). Anything else is
+    returned as it is.
+
+    Horovod's Keras API is bound to tf.keras's Keras: Keras 3 unless TF_USE_LEGACY_KERAS=1. A
+    script that builds its model with `import tf_keras` without the switch got Keras 3's
+    callbacks (the engine's broadcast and metric averaging, or its own `hvd.callbacks.*`), and
+    tf-keras's fit failed at its start ("'BroadcastGlobalVariablesCallback' object has no
+    attribute '_implements_train_batch_hooks'"). The twin is Horovod's same implementation on
+    tf-keras's `Callback` and backend, as Horovod binds it under the switch; its state (root
+    rank, device, local variables, schedule) carried over. The other way (a Keras 3 model, the
+    switch set) trains with Horovod's tf-keras callbacks as they are (measured)."""
+    from tfdist.keras_compat import is_keras3
+
+    if is_keras3(model) or callbacks is None:
+        return callbacks
+    if not isinstance(callbacks, (list, tuple)):
+        return _tf_keras_twin(callbacks)
+    return _twins_in(list(callbacks))
+
+
+def _twins_in(callbacks: list) -> list:
+    for i, callback in enumerate(callbacks):
+        if isinstance(callback, list):
+            _twins_in(callback)
+        elif isinstance(callback, tuple):
+            callbacks[i] = _twins_in(list(callback))
+        else:
+            callbacks[i] = _tf_keras_twin(callback)
+    return callbacks
+
+
+def _tf_keras_twin(callback):
+    """`callback` as tf-keras's, where it is one of Horovod's callbacks on Keras 3's `Callback`
+    (its class exactly one of Horovod's: a subclass may add what tfdist cannot carry over)."""
+    from tfdist.keras_compat import is_keras3
+
+    cls = type(callback)
+    impl = [base for base in cls.__bases__ if base.__module__ == HOROVOD_CALLBACKS]
+    if not impl or not cls.__module__.startswith("horovod.") or not is_keras3(cls):
+        return callback
+    import keras
+    import tf_keras
+
+    twin_class = _tf_keras_class(impl[0], cls.__name__)
+    twin = twin_class.__new__(twin_class)
+    tf_keras.callbacks.Callback.__init__(twin)
+    keras_own = set(vars(keras.callbacks.Callback()))  # Keras 3's Callback's state, not Horovod's
+    for name, value in vars(callback).items():
+        if name not in keras_own:
+            setattr(twin, name, value)
+    twin.backend = tf_keras.backend
+    return twin
+
+
+@functools.lru_cache(maxsize=None)
+def _tf_keras_class(impl, name: str):
+    import tf_keras
+
+    return type(name, (impl, tf_keras.callbacks.Callback), {"__module__": __name__})
 
 
 def import_horovod_keras():
