@@ -81,9 +81,11 @@ CASES = [
     pytest.param("multi_worker", 3, "numpy"),
     tf_keras_twin("multi_worker", 2, "numpy"),
     pytest.param("multi_worker", 3, "dataset"),
+    tf_keras_twin("multi_worker", 2, "dataset"),
     pytest.param("horovod", 3, "numpy", marks=[pytest.mark.horovod, requires_horovod]),
     tf_keras_twin("horovod", 2, "numpy", marks=[pytest.mark.horovod, requires_horovod]),
     pytest.param("horovod", 3, "dataset", marks=[pytest.mark.horovod, requires_horovod]),
+    tf_keras_twin("horovod", 2, "dataset", marks=[pytest.mark.horovod, requires_horovod]),
     pytest.param("mirrored", 3, "numpy"),
     pytest.param("mirrored", 3, "dataset"),
 ]
