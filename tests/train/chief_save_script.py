@@ -1,10 +1,11 @@
-"""A Keras script that saves on the chief only, unchanged but for tfdist's two lines (marked):
-after `fit`, `if rank == 0: model.save(...)` and `model.save_weights(...)`. argv: KERAS (2:
-tf.keras under TF_USE_LEGACY_KERAS=1, 3: `import keras`), SHARED (the directory the chief
-saves to), OUT (each rank writes OUT.<rank>.npz: its weights after fit, and what it did after),
-then what the other worker does after fit: `exit` (nothing: it ends while the chief saves) or
-`evaluate` (every rank evaluates after the chief's saves). `load` instead of training: load
-SHARED's files with plain Keras (no tfdist) and write their weights to OUT.loaded.npz."""
+"""A Keras script that saves on the chief only, unchanged but for tfdist's two lines (marked): after
+`fit`, `if rank == 0: model.save(...)` and `model.save_weights(...)`. argv: KERAS (2: tf.keras under
+TF_USE_LEGACY_KERAS=1, 3: `import keras`), SHARED (the directory the chief saves to), OUT (each rank
+writes OUT.<rank>.npz: its weights after fit, and what it did after), then what the other worker
+does after fit: `exit` (nothing: it ends while the chief saves) or `evaluate` (every rank evaluates
+after the chief's saves). The model's BatchNormalization keeps statistics of each worker's own
+batches (tf-keras: on-read variables). `load` instead of training: load SHARED's files with plain
+Keras (no tfdist) and write their weights to OUT.loaded.npz."""
 
 import os
 import sys
@@ -26,6 +27,7 @@ def make_model():
     return keras.Sequential([
         keras.Input(shape=(64, )),
         keras.layers.Dense(16, activation="relu"),
+        keras.layers.BatchNormalization(),  # statistics of each worker's own batches
         keras.layers.Dense(10, activation="softmax"),
     ])
 

@@ -2,13 +2,14 @@
 `model.save_weights(...)` after fit), 2 workers (multi_worker), both Kerases, with tfdist's two
 lines (tests/train/chief_save_script.py): the other worker ends at once (`exit`), or every rank
 evaluates after the chief's saves (`evaluate`). The run ends with status 0; the shared directory
-holds the chief's two files and nothing else; a new process without tfdist loads both (the
-whole model with its optimizer's state) with the chief's weights, to the bit. Before tfdist read
-each task's own values in a save (measured 2026-11-27, TensorFlow 2.18): the chief's save waited
-in a collective the other worker never joined (Keras 3: the broadcast that makes its throwaway
-reference optimizer's variables; tf-keras: the all-reduce that reads a metric's sync-on-read
-total), and failed once that worker had ended (`exit`), or met the collectives of the other
-worker's evaluate (`evaluate`). One run of 2 workers a case."""
+holds the chief's two files and nothing else; a new process without tfdist loads both (the whole
+model with its optimizer's state) with the chief's weights, to the bit (its BatchNormalization
+statistics the mean over the workers, as the chief's model reads them). Before tfdist read each
+task's own values in a save (measured 2026-11-27, TensorFlow 2.18): the chief's save waited in a
+collective the other worker never joined (Keras 3: the broadcast that makes its throwaway reference
+optimizer's variables; tf-keras: the all-reduce that reads a metric's sync-on-read total), and
+failed once that worker had ended (`exit`), or met the collectives of the other worker's evaluate
+(`evaluate`). One run of 2 workers a case."""
 
 import sys
 from pathlib import Path

@@ -13,9 +13,11 @@ TensorFlow 2.18, 2 workers; tests/train/test_chief_save.py):
 is plain) and in TensorFlow's update context of replica 0 (`distribute_lib.UpdateContext`, what a
 strategy's `update` enters for each replica; private, TensorFlow 2.16 to 2.21), where a distributed
 variable read in cross-replica context gives its copy of this task's first replica. Mirrored
-variables (weights, optimizer slots) hold the same value in every copy and on every task; a
+variables (weights, optimizer slots) hold the same value in every copy and on every task; layer
+statistics (tf-keras's on-read BatchNormalization moving mean and variance) too, as the engine
+averages every copy in place at each epoch end (tfdist.distribute.layer_statistics); any other
 sync-on-read variable gives this replica's own part (a metric's partial total, reset by every fit
-and evaluate) instead of the sum over the replicas.
+and evaluate) instead of the reduction over the replicas.
 """
 
 from __future__ import annotations
