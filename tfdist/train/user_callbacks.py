@@ -9,19 +9,19 @@ ModelCheckpoint, BackupAndRestore and TensorBoard write a non-chief's copy to a 
 folder inside the user's directory and remove it, and its `model.save` / `save_weights` after
 fit have no such logic (both tasks wrote `final.weights.h5`, one died on its lock).
 
-Under MultiWorkerMirrored Keras's save runs collectives over the tasks (tf-keras: "all workers
-need to perform `save()`"). Measured (2026-11-27, TensorFlow 2.18, 2 workers, the script's `if
-chief: model.save(...)` / `save_weights(...)` after fit, the other worker not saving): Keras 3's
-save waited in a broadcast (it makes a throwaway `Optimizer(1.0)`, whose variables the strategy
-makes by broadcasting the chief's value), tf-keras's in an all-reduce (reading a metric's
-sync-on-read total); each failed once the other worker had ended (its file left partial:
-unloadable, or without the optimizer's part), and met the other worker's
-`evaluate` collectives when it evaluated after ("Collective instance ... expected type"; tf-keras
-paired them silently and that evaluate failed). So under multi_worker of several tasks every
-`model.save` / `save_weights` (the script's and the callbacks', on every task) reads this task's
-own copy of each variable and waits for nobody (tfdist.distribute.own_values): a chief's save
-alone writes its file, complete, with its weights (every task's). A non-chief task that saves
-too still may, where nobody reads it. On a task that trains and is not the chief, tfdist:
+Under MultiWorkerMirrored Keras's save runs collectives over the tasks (tf-keras: "all workers need
+to perform `save()`"). Measured (2026-11-27, TensorFlow 2.18, 2 workers, the script's `if chief:
+model.save(...)` / `save_weights(...)` after fit, the other worker not saving): Keras 3's save
+waited in a broadcast (it makes a throwaway `Optimizer(1.0)`, whose variables the strategy makes by
+broadcasting the chief's value), tf-keras's in an all-reduce (reading a metric's sync-on-read
+total); each failed once the other worker had ended (its file left partial: unloadable, or without
+the optimizer's part), and met the other worker's `evaluate` collectives when it evaluated after
+("Collective instance ... expected type"; tf-keras paired them silently and that evaluate failed).
+So under multi_worker of several tasks every `model.save` / `save_weights` (the script's and the
+callbacks', on every task) reads this task's own copy of each variable and waits for nobody
+(tfdist.distribute.own_values): a chief's save alone writes its file, complete, with its weights
+(every task's). An unchanged script saves on every task, which works as before. On a task that
+trains and is not the chief, tfdist:
 - points the path of each ModelCheckpoint, CSVLogger and TensorBoard to a folder of its own
   under a temporary directory of the task (removed at exit; a task killed leaves it, in its
   node's temporary directory);
@@ -62,9 +62,9 @@ def install(engine) -> None:
     several), every `model.save` / `save_weights` reads this task's own values; on a task that
     is not the chief of several, the script's callbacks and saves write to this task's temporary
     directory; elsewhere Keras's own, unchanged."""
-    own_values = engine.capabilities.collective_checkpoint and engine.world_size > 1
+    reads_own = engine.capabilities.collective_checkpoint and engine.world_size > 1
     for method in ("save", "save_weights"):
-        if own_values:
+        if reads_own:
             user_fit.on(method, _OWN_VALUES, _save_own_values)
         else:
             user_fit.off(method, _OWN_VALUES)
