@@ -17,7 +17,9 @@ variables (weights, optimizer slots) hold the same value in every copy and on ev
 statistics (tf-keras's on-read BatchNormalization moving mean and variance) too, as the engine
 averages every copy in place at each epoch end (tfdist.distribute.layer_statistics); any other
 sync-on-read variable gives this replica's own part (a metric's partial total, reset by every fit
-and evaluate) instead of the reduction over the replicas.
+and evaluate) instead of the reduction over the replicas. Not covered: TensorFlow's checkpoint
+saver (tf.train.Checkpoint, the SavedModel format) reduces each sync-on-read variable itself
+(values_util.get_on_read_saveable calls `_get_cross_replica`), whatever the context.
 """
 
 from __future__ import annotations
