@@ -87,7 +87,7 @@ def test_keras3_multi_worker_statistics_are_the_mean_of_every_workers(tmp_path):
 
 
 # Newest stack: Horovod with Keras 3 (the allreduce is Horovod's on every Keras). tf-keras under
-# multi_worker is TensorFlow's own on-read averaging, which tfdist leaves as it is.
+# multi_worker: TensorFlow's own on-read averaging, each replica's copy also averaged by tfdist.
 @pytest.mark.parametrize("strategy,keras", [
     pytest.param("multi_worker", 2, marks=pytest.mark.default_stack),
     pytest.param(

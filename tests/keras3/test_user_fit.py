@@ -1,6 +1,7 @@
 """tfdist.keras_compat.user_fit on both Kerases, in a subprocess each (the Keras a process uses
 is chosen at its first import): hooks see compile's and fit's arguments by name, positional
-ones too, and what they change is what Keras runs with; so do save's and save_weights'."""
+ones too, and what they change is what Keras runs with; so do save's and save_weights', whose
+Keras method runs inside the context managers a hook adds to `call.around`."""
 
 import os
 import subprocess
@@ -41,15 +42,22 @@ user_fit.off("fit", "t")
 model.fit(x, y, epochs=1, verbose=0)
 print("after off", Count.epochs)
 
-import os, tempfile
+import contextlib, os, tempfile
+written = []  # (file there when the context is entered, when it is left), per save
+@contextlib.contextmanager
+def around(path):
+    before = os.path.exists(path)
+    yield
+    written.append((before, os.path.exists(path)))
 def save_hook(call):  # save and save_weights: the path the script gave, by name
     call.arguments["filepath"] = call.get("filepath").replace("asked", "written")
+    call.around.append(around(call.arguments["filepath"]))
 user_fit.on("save", "t", save_hook)
 user_fit.on("save_weights", "t", save_hook)
 folder = tempfile.mkdtemp()
 model.save(os.path.join(folder, "asked.keras"))
 model.save_weights(os.path.join(folder, "asked.weights.h5"))
-print("saved", sorted(os.listdir(folder)))
+print("saved", sorted(os.listdir(folder)), written)
 """
 
 
@@ -74,4 +82,6 @@ def test_hooks_change_what_keras_runs(legacy, tmp_path):
     assert lines[-3] == "epochs 2 2"  # the hook's epochs=2 and its callback ran
     assert lines[-2] == "after off 2"  # hook removed: fit as Keras wrote it, no callback added
     # the save hook's paths, not the script's
-    assert lines[-1] == "saved ['written.keras', 'written.weights.h5']", lines[-1]
+    # and Keras wrote each file inside the hook's context
+    assert lines[-1] == ("saved ['written.keras', 'written.weights.h5'] [(False, True), (False, "
+                         "True)]"), lines[-1]

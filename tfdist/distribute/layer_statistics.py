@@ -9,7 +9,9 @@ Under Horovod, each rank's copy is its own in both Kerases. Reading an on-read v
 step is a collective, and a script that saves on the chief alone would hang. So tfdist leaves the
 copies local and gives them their mean over every replica at each epoch end and before each
 checkpoint, on every rank (rt.callbacks). The moving average is affine in the statistic, so
-averaging at these points gives what tf-keras reads at them.
+averaging at these points gives what tf-keras reads at them. Under multi_worker tf-keras's
+on-read copies are averaged so too: a save reads each task's own copy, with no collective
+(tfdist.distribute.own_values), which is then the mean tf-keras reads.
 """
 
 from __future__ import annotations

@@ -158,12 +158,14 @@ def _rank_order(tf_config, type_order: Optional[tuple[str, ...]]) -> list[tuple[
     return order
 
 
-def _average_replica_statistics(strategy, model) -> int:
+def _average_replica_statistics(strategy, model, on_read_too: bool = False) -> int:
     """A model's layer statistics averaged over `strategy`'s replicas where each replica keeps its
-    own (Keras 3; tf-keras makes them on-read variables, averaged whenever they are read)."""
+    own (Keras 3; tf-keras makes them on-read variables, averaged whenever they are read, whose
+    copies `on_read_too` averages as well)."""
     from tfdist.keras_compat import adapter
 
-    if strategy.num_replicas_in_sync < 2 or adapter(model).STATISTICS_AVERAGED_BY_STRATEGY:
+    if strategy.num_replicas_in_sync < 2 or (adapter(model).STATISTICS_AVERAGED_BY_STRATEGY
+                                             and not on_read_too):
         return 0
     return layer_statistics.average(model, layer_statistics.strategy_averaging(strategy))
 
@@ -206,7 +208,9 @@ class MultiWorkerEngine(_ClusterEngine):
         self._barriers = 0
 
     def average_layer_statistics(self, model) -> int:
-        return _average_replica_statistics(self.strategy, model)
+        # tf-keras's on-read copies too: a save reads this task's own copy, which is then the
+        # mean (a chief's save alone can wait for no collective: tfdist.distribute.own_values).
+        return _average_replica_statistics(self.strategy, model, on_read_too=True)
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         if self._gather_fn is None:

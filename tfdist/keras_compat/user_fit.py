@@ -6,7 +6,8 @@ it needs to train as one model over every task (refusing a model made outside th
 Horovod's optimizer and broadcast, callbacks that write once, state kept equal on every rank)
 happens here, as hooks that `tfdist.init()` registers for its engine. Each hook sees the model
 and the call's arguments by name (`Call.arguments`: what the caller passed, positional ones
-named, defaults not filled in) and may change them, e.g. add a callback or wrap the optimizer.
+named, defaults not filled in) and may change them, e.g. add a callback or wrap the optimizer,
+or add a context manager for Keras's method to run inside (`Call.around`).
 A hook must be idempotent on a call it already changed: `tfdist train`, `rt.callbacks()` and a
 script's own Horovod lines pass what a hook would add.
 
@@ -17,6 +18,7 @@ Keras wrote them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -31,10 +33,11 @@ _MARK = "_tfdist_user_fit"
 
 @dataclasses.dataclass
 class Call:
-    """One call of `compile`, `fit`, `save` or `save_weights`: the model and the arguments by
-    name."""
+    """One call of `compile`, `fit`, `save` or `save_weights`: the model, the arguments by
+    name, and the context managers Keras's method runs inside (entered in order)."""
     model: Any
     arguments: dict
+    around: list = dataclasses.field(default_factory=list)
 
     def get(self, name: str, default=None):
         return self.arguments.get(name, default)
@@ -120,7 +123,10 @@ def _hooked(method: str, keras_method):
         call = Call(self, arguments)
         for _, hook in list(_HOOKS[method]):
             hook(call)
-        return keras_method(self, **call.arguments)
+        with contextlib.ExitStack() as contexts:
+            for context in call.around:
+                contexts.enter_context(context)
+            return keras_method(self, **call.arguments)
 
     return call_with_hooks
 

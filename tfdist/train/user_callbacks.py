@@ -9,10 +9,19 @@ ModelCheckpoint, BackupAndRestore and TensorBoard write a non-chief's copy to a 
 folder inside the user's directory and remove it, and its `model.save` / `save_weights` after
 fit have no such logic (both tasks wrote `final.weights.h5`, one died on its lock).
 
-Under MultiWorkerMirrored a save runs collectives over the tasks (tf-keras: "all workers need to
-perform `save()`"; measured: the chief's `model.save` alone, the other task not saving, failed in
-a broadcast (Keras 3) or an all-reduce (tf-keras) once the other task had gone), so a non-chief
-task saves too, where nobody reads it. On a task that trains and is not the chief, tfdist:
+Under MultiWorkerMirrored Keras's save runs collectives over the tasks (tf-keras: "all workers need
+to perform `save()`"). Measured (2026-11-27, TensorFlow 2.18, 2 workers, the script's `if chief:
+model.save(...)` / `save_weights(...)` after fit, the other worker not saving): Keras 3's save
+waited in a broadcast (it makes a throwaway `Optimizer(1.0)`, whose variables the strategy makes by
+broadcasting the chief's value), tf-keras's in an all-reduce (reading a metric's sync-on-read
+total); each failed once the other worker had ended (its file left partial: unloadable, or without
+the optimizer's part), and met the other worker's `evaluate` collectives when it evaluated after
+("Collective instance ... expected type"; tf-keras paired them silently and that evaluate failed).
+So under multi_worker of several tasks every `model.save` / `save_weights` (the script's and the
+callbacks', on every task) reads this task's own copy of each variable and waits for nobody
+(tfdist.distribute.own_values): a chief's save alone writes its file, complete, with its weights
+(every task's). An unchanged script saves on every task, which works as before. On a task that
+trains and is not the chief, tfdist:
 - points the path of each ModelCheckpoint, CSVLogger and TensorBoard to a folder of its own
   under a temporary directory of the task (removed at exit; a task killed leaves it, in its
   node's temporary directory);
@@ -35,6 +44,7 @@ import shutil
 import sys
 import tempfile
 
+from tfdist.distribute import own_values
 from tfdist.keras_compat import user_fit
 
 log = logging.getLogger("tfdist")
@@ -44,11 +54,20 @@ _scratch: list = []  # this task's temporary directory, once made
 _rank: list = []  # this task's rank, for the directory's name
 _PATHS = {"ModelCheckpoint": "filepath", "CSVLogger": "filename", "TensorBoard": "log_dir"}
 _KERAS_CALLBACKS = ("keras.src.callbacks", "tf_keras.src.callbacks")  # Keras 3, tf-keras
+_OWN_VALUES = f"{__name__}.own_values"  # the hook of saves that read this task's values
 
 
 def install(engine) -> None:
-    """For a training task: on one that is not the chief of several, the script's callbacks and
-    saves write to this task's temporary directory; elsewhere Keras's own, unchanged."""
+    """For a training task: where a save would run collectives over the tasks (multi_worker of
+    several), every `model.save` / `save_weights` reads this task's own values; on a task that
+    is not the chief of several, the script's callbacks and saves write to this task's temporary
+    directory; elsewhere Keras's own, unchanged."""
+    reads_own = engine.capabilities.collective_checkpoint and engine.world_size > 1
+    for method in ("save", "save_weights"):
+        if reads_own:
+            user_fit.on(method, _OWN_VALUES, _save_own_values)
+        else:
+            user_fit.off(method, _OWN_VALUES)
     if engine.is_chief or engine.world_size < 2:
         for method in ("fit", "save", "save_weights"):
             user_fit.off(method, __name__)
@@ -143,6 +162,12 @@ def _backup_reads_chiefs(callback) -> None:
             state.restore()
 
     callback.on_train_begin = on_train_begin
+
+
+def _save_own_values(call: user_fit.Call) -> None:
+    """Keras's save reads this task's own copy of each variable (every task holds the same
+    weights) and makes its throwaway variables plain: no collective waits for another task."""
+    call.around.append(own_values.own_copies())
 
 
 def _redirect_save(call: user_fit.Call) -> None:
