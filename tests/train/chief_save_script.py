@@ -3,9 +3,10 @@
 TF_USE_LEGACY_KERAS=1, 3: `import keras`), SHARED (the directory the chief saves to), OUT (each rank
 writes OUT.<rank>.npz: its weights after fit, and what it did after), then what the other worker
 does after fit: `exit` (nothing: it ends while the chief saves) or `evaluate` (every rank evaluates
-after the chief's saves). The model's BatchNormalization keeps statistics of each worker's own
-batches (tf-keras: on-read variables). `load` instead of training: load SHARED's files with plain
-Keras (no tfdist) and write their weights to OUT.loaded.npz."""
+after the chief's saves), or `savedmodel` (tf-keras: the chief alone saves a SavedModel to
+SHARED/final, the other worker ends). The model's BatchNormalization keeps statistics of each
+worker's own batches (tf-keras: on-read variables). `load` instead of training: load SHARED's
+files with plain Keras (no tfdist) and write their weights to OUT.loaded.npz."""
 
 import os
 import sys
@@ -52,7 +53,9 @@ model = make_model()
 model.compile(loss="sparse_categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
 model.fit(x, y, batch_size=64, epochs=1, verbose=0)
 np.savez(f"{OUT}.{rank}.npz", *model.get_weights())
-if rank == 0:
+if rank == 0 and WHAT == "savedmodel":
+    model.save(os.path.join(SHARED, "final"))
+elif rank == 0:
     model.save(os.path.join(SHARED, "final.keras"))
     model.save_weights(os.path.join(SHARED, "final.weights.h5"))
 if WHAT == "evaluate":

@@ -51,3 +51,26 @@ def test_chief_alone_saves(keras, other, tmp_path):
     assert len(found) == 2 * len(chief)
     for ours, theirs in zip(chief * 2, found, strict=True):
         np.testing.assert_array_equal(ours, theirs)
+
+
+# Newest stack: no. tfdist's words on TensorFlow's failure; the saves that work run there.
+@pytest.mark.default_stack
+def test_a_chief_alone_savedmodel_is_said_in_words(tmp_path):
+    """tf-keras's SavedModel on the chief alone still cannot work (TensorFlow's saver all-reduces
+    the metrics' on-read variables over the workers): it fails, once the other worker has ended,
+    with what to do instead, not a collective's error or "Lost worker" (measured 2026-11-27)."""
+    shared, out = tmp_path / "shared", tmp_path / "out"
+    shared.mkdir()
+    r = launch(2,
+               sys.executable,
+               SCRIPT,
+               "2",
+               str(shared),
+               str(out),
+               "savedmodel",
+               env=keras_environ(2))
+    assert r.returncode != 0
+    said = r.stdout + r.stderr
+    assert ("ChiefOnlySaveError: model.save / save_weights in TensorFlow's own format (SavedModel, "
+            "a TF checkpoint) failed under multi_worker") in said, said[-3000:]
+    assert "or save as .keras / .weights.h5, which the chief can write alone" in said

@@ -38,6 +38,7 @@ its chief runs fit) and the chief itself are left as Keras made them.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
@@ -45,6 +46,7 @@ import sys
 import tempfile
 
 from tfdist.distribute import own_values
+from tfdist.errors import TfdistError
 from tfdist.keras_compat import user_fit
 
 log = logging.getLogger("tfdist")
@@ -166,8 +168,45 @@ def _backup_reads_chiefs(callback) -> None:
 
 def _save_own_values(call: user_fit.Call) -> None:
     """Keras's save reads this task's own copy of each variable (every task holds the same
-    weights) and makes its throwaway variables plain: no collective waits for another task."""
+    weights) and makes its throwaway variables plain: no collective waits for another task.
+    TensorFlow's own formats (tf-keras's SavedModel, a TF checkpoint) still reduce each on-read
+    variable over the workers: a failure there is said in words."""
+    if _tensorflow_format(call):
+        call.around.append(_saved_by_every_worker())
     call.around.append(own_values.own_copies())
+
+
+class ChiefOnlySaveError(TfdistError):
+    """A save in one of TensorFlow's own formats, on some workers only, under multi_worker."""
+
+
+def _tensorflow_format(call: user_fit.Call) -> bool:
+    """Whether tf-keras saves this call in TensorFlow's own format (SavedModel for `save`, a TF
+    checkpoint for `save_weights`): a path without .keras/.h5, or save_format="tf"."""
+    from tfdist.keras_compat import is_keras3
+
+    path, fmt = call.get("filepath"), call.get("save_format")
+    if is_keras3(call.model) or not isinstance(path, (str, os.PathLike)):
+        return False
+    if fmt is not None:
+        return str(fmt).lower() in ("tf", "tensorflow")
+    return not os.fspath(path).lower().endswith((".keras", ".h5", ".hdf5"))
+
+
+@contextlib.contextmanager
+def _saved_by_every_worker():
+    import tensorflow as tf
+
+    try:
+        yield
+    except tf.errors.OpError as err:
+        raise ChiefOnlySaveError(
+            f"model.save / save_weights in TensorFlow's own format (SavedModel, a TF checkpoint) "
+            f"failed under multi_worker ({type(err).__name__}): TensorFlow's saver reduces "
+            "the metrics' on-read variables over every worker, so every worker must make this "
+            "save, and here another had not (a save on the chief only?). Fix: call it on every "
+            "worker (tfdist writes the other workers' copies to a temporary directory), or save "
+            "as .keras / .weights.h5, which the chief can write alone.") from err
 
 
 def _redirect_save(call: user_fit.Call) -> None:
