@@ -30,7 +30,7 @@ help:
 	@echo "make test-newest  the whole suite on the newest TensorFlow (.venv-newest), Horovod too"
 	@echo "make test-range   TensorFlow 2.16, 2.17, 2.19, 2.20: kept by pip, 2 workers and 2 Horovod ranks train"
 	@echo "make docs       build the docs site into site/ (warnings are errors); open site/index.html"
-	@echo "make reference  rewrite docs/reference/cli.md and environment.md from the code"
+	@echo "make reference  rewrite docs/reference/api.md, cli.md and environment.md from the code"
 	@echo "make lock       rewrite both stacks' lock files (tools/constraints/*.txt) from *.in"
 	@echo "make format     reformat the sources in place (yapf)"
 	@echo "make horovod    build Horovod 0.28.1 (gloo) once, cache the wheel, install it into .venv"
@@ -143,8 +143,8 @@ lock:
 	PYTHON=$(PYTHON) bash tools/lock_stack.sh default
 	PYTHON=$(PYTHON) bash tools/lock_stack.sh newest
 
-# docs/reference/cli.md and environment.md, rewritten from the code (committed: they read on
-# GitHub too; `make docs` fails while they are out of date).
+# docs/reference/api.md, cli.md and environment.md, rewritten from the code (committed: they read
+# on GitHub too; `make docs` fails while they are out of date).
 reference: $(STAMP)
 	$(BIN)/python tools/docs/reference.py
 

@@ -128,8 +128,9 @@ def test_every_tfdist_variable_is_in_the_registry_and_the_docs(site):
 
 
 def test_the_committed_reference_pages_are_what_the_code_generates():
-    """docs/reference/cli.md and environment.md are committed (they read on GitHub too) and must
-    not drift from the flag definitions and tfdist/env_vars.py (the build also warns)."""
+    """docs/reference/api.md, cli.md and environment.md are committed (they read on GitHub too)
+    and must not drift from the docstrings, the flag definitions and tfdist/env_vars.py (the build
+    also warns)."""
     out = subprocess.run([sys.executable, "tools/docs/reference.py", "--check"],
                          cwd=REPO,
                          capture_output=True,

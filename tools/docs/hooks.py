@@ -1,8 +1,9 @@
 """MkDocs hooks (mkdocs.yml `hooks:`):
 
-- the reference pages generated from the code (`reference/cli.md`, `reference/environment.md`)
-  are committed under docs/reference/ (tools/docs/reference.py writes them); the build warns,
-  and so fails under --strict, when one is not what the code generates now;
+- the reference pages generated from the code (`reference/api.md`, `reference/cli.md`,
+  `reference/environment.md`) are committed under docs/reference/ (tools/docs/reference.py
+  writes them); the build warns, and so fails under --strict, when one is not what the code
+  generates now;
 - the benchmark plots of bench/results/ are copied into the site at that path, so the Benchmarks
   and Planning pages show the files `make bench` wrote. A page links a plot by its repository
   path relative to its own file (`../bench/results/x.png`, what GitHub shows); the link is mapped

@@ -6,7 +6,9 @@ when a committed page is not what the code generates now.
   (tools/docs/cli_flags.py, one process per command); a flag several commands take is described
   once (the cluster flags in their own section, tfdist train's under train) and named where the
   others take it;
-- `reference/environment.md`: every `TFDIST_*` variable, from tfdist/env_vars.py.
+- `reference/environment.md`: every `TFDIST_*` variable, from tfdist/env_vars.py;
+- `reference/api.md`: the Python API, from the docstrings, read from the source with ast (nothing
+  imported, so no TensorFlow): the page's text and the objects it shows are API_PAGE below.
 
     python tools/docs/reference.py           # rewrite them
     python tools/docs/reference.py --check   # exit 1 naming the pages that are out of date
@@ -16,12 +18,14 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
+import dataclasses
 import html
 import json
 import os
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -253,6 +257,380 @@ def launcher_variables() -> list[str]:
     return lines
 
 
+# --- reference/api.md: the Python API, from the docstrings -------------------------------------
+# Read from the source with ast, never imported: the modules import TensorFlow, which the docs
+# build's environment need not have, and the text is the same on every machine.
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One object of the API page: `name` its dotted path as the page names it (its anchor);
+    `members` the names shown under it (None: its public members that have a docstring; () none);
+    `heading` False: its docstring and members without a heading of its own (a module's)."""
+    name: str
+    members: tuple[str, ...] | None = None
+    heading: bool = True
+
+
+# The page: its fixed text and, between, the objects it shows (3 is the heading level of each).
+API_PAGE: list[str | Entry] = [
+    """# Python API reference
+
+Generated from the docstrings (`make reference`; the docs build fails when this page is out of
+date): what is written here is what the code says. The names a script uses are `tfdist.init`,
+the `Runtime` it returns, the options of `rt.callbacks`, the exit of a preempted run, the
+`tfdist.data` building blocks and the pipeline-recipe contract. How they fit together:
+[Your own script](../own-script.md).
+
+## tfdist
+
+`import tfdist` may stand anywhere among the imports, before or after `import tensorflow` or
+`import keras` (placed before TensorFlow, it also quiets TensorFlow's start-up logging);
+`tfdist.init()` must come before TensorFlow runs its first op
+([when](../own-script.md#import-order-and-when-to-call-tfdistinit)). `tfdist.init(...)` takes the
+arguments of `tfdist.runtime.init` below.""",
+    Entry("tfdist", ("init", "TfdistError"), heading=False),
+    Entry("tfdist.runtime.init"),
+    Entry("tfdist.runtime.scale_lr"),
+    "## Runtime",
+    Entry("tfdist.runtime.Runtime"),
+    """## rt.callbacks and what it returns
+
+`rt.callbacks(model_dir, **options)` takes the options of `CallbackOptions` and passes them to
+`training_callbacks`.""",
+    Entry("tfdist.train.callbacks.CallbackOptions", ()),
+    Entry("tfdist.train.callbacks.training_callbacks"),
+    Entry("tfdist.train.callbacks.TrainingCallbacks"),
+    Entry("tfdist.train.throughput.ThroughputMeter",
+          ("epoch_rates", "epoch_input_wait", "steady_samples_per_sec", "steady_input_wait")),
+    Entry("tfdist.train.summary.RunSummary", ("add", )),
+    "## Resume and preemption",
+    Entry("tfdist.train.checkpoint.Resume"),
+    Entry("tfdist.train.checkpoint.ResumeRefused"),
+    Entry("tfdist.train.preemption.Preempted", ()),
+    Entry("tfdist.train.preemption.EXIT_PREEMPTED"),
+    "## The parameter-server evaluator",
+    Entry("tfdist.train.sidecar.evaluate_checkpoints"),
+    """## Pipeline recipes
+
+A recipe is what `--pipeline=NAME` or `--pipeline=path/to/my_pipeline.py` loads; the contract:""",
+    Entry("pipelines", ("load_pipeline", "bundled_pipelines"), heading=False),
+    "The bundled recipe to copy:",
+    Entry("pipelines.digits", ("info", "dataset")),
+    "## tfdist.data",
+    Entry("tfdist.data", heading=False),
+    "## absl scripts: tfdist's flags beside yours",
+    Entry("tfdist.cli.flags", ("define_cluster_flags", "define_flags", "init_from_flags"),
+          heading=False),
+]
+API_LEVEL = 3
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Found:
+    """An object found in the source: its node and the text of the file it is in."""
+    node: ast.AST
+    source: str
+    kind: str  # module, class, function, method, property, attribute
+
+
+def _module_source(dotted: str) -> Path | None:
+    base = REPO.joinpath(*dotted.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _binding(tree: ast.Module, name: str) -> ast.AST | None:
+    """The last top-level statement that binds `name` in a module (a def, an assignment or an
+    import), as Python would see it after running the module."""
+    found = None
+    for node in tree.body:
+        if isinstance(node, _DEFS) and node.name == name:
+            found = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                found = node
+        elif isinstance(node, ast.ImportFrom):
+            if any((a.asname or a.name) == name for a in node.names):
+                found = node
+    return found
+
+
+def _in_module(module: str, name: str) -> _Found:
+    path = _module_source(module)
+    source = path.read_text()
+    node = _binding(ast.parse(source), name)
+    if isinstance(node, ast.ImportFrom):  # a re-export: the object where it is defined
+        alias = next(a for a in node.names if (a.asname or a.name) == name)
+        return _in_module(node.module, alias.name)
+    if node is None:
+        raise ValueError(f"{module} binds no {name}")
+    return _Found(
+        node, source, "class" if isinstance(node, ast.ClassDef) else
+        "attribute" if isinstance(node, (ast.Assign, ast.AnnAssign)) else "function")
+
+
+def _in_class(owner: _Found, name: str) -> _Found:
+    for node in owner.node.body:
+        if isinstance(node, _DEFS) and node.name == name:
+            kind = "property" if _decorators(node) & {"property", "cached_property"} else "method"
+            return _Found(node, owner.source, kind)
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                and node.target.id == name:
+            return _Found(node, owner.source, "attribute")
+    for node in ast.walk(_method(owner.node, "__init__") or ast.Module(body=[])):
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Attribute) \
+                and node.target.attr == name:
+            return _Found(node, owner.source, "attribute")
+    raise ValueError(f"class {owner.node.name} defines no {name}")
+
+
+def find(dotted: str) -> _Found:
+    """The object a dotted name names: a module, or a name bound in one, or a class's member."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = _module_source(".".join(parts[:cut]))
+        if path is None:
+            continue
+        found = _Found(ast.parse(path.read_text()), path.read_text(), "module")
+        for i, part in enumerate(parts[cut:]):
+            found = _in_module(".".join(parts[:cut]), part) if i == 0 else _in_class(found, part)
+        return found
+    raise ValueError(f"no module in {dotted}")
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
+    return next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
+def _decorators(node) -> set[str]:
+    return {
+        ast.unparse(d.func if isinstance(d, ast.Call) else d).split(".")[-1]
+        for d in getattr(node, "decorator_list", [])
+    }
+
+
+def _segment(found: _Found, node: ast.AST) -> str:
+    """A node's text as written in the source (one line however it was wrapped)."""
+    return " ".join(ast.get_source_segment(found.source, node).split())
+
+
+def _parameter(found: _Found, arg: ast.arg, default: ast.AST | None, prefix: str = "") -> str:
+    text = prefix + arg.arg
+    if arg.annotation is not None:
+        text += ": " + _segment(found, arg.annotation)
+    if default is not None:
+        text += (" = " if arg.annotation is not None else "=") + _segment(found, default)
+    return text
+
+
+def _parameters(found: _Found, args: ast.arguments, drop_first: bool) -> list[str]:
+    positional = args.posonlyargs + args.args
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    params = [_parameter(found, a, d) for a, d in zip(positional, defaults)]
+    if args.posonlyargs:
+        params.insert(len(args.posonlyargs), "/")
+    if drop_first:
+        params = params[1:]
+    if args.vararg:
+        params.append(_parameter(found, args.vararg, None, "*"))
+    elif args.kwonlyargs:
+        params.append("*")
+    params += [_parameter(found, a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    if args.kwarg:
+        params.append(_parameter(found, args.kwarg, None, "**"))
+    return params
+
+
+def _dataclass_fields(found: _Found) -> list[str]:
+    params = []
+    for node in found.node.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                and "ClassVar" not in _segment(found, node.annotation):
+            value = node.value
+            if isinstance(value, ast.Call) and ast.unparse(value.func).endswith("field"):
+                value = next((k.value for k in value.keywords if k.arg == "default"), None)
+            params.append(_parameter(found, ast.arg(node.target.id, node.annotation), value))
+    decorator = next(d for d in found.node.decorator_list if "dataclass" in ast.unparse(d))
+    if "kw_only=True" in ast.unparse(decorator).replace(" ", ""):
+        params.insert(0, "*")
+    return params
+
+
+def _call(name: str, params: list[str], returns: str = "") -> str:
+    """A signature on one line, or one parameter a line when that is too long to read."""
+    tail = f" -> {returns}" if returns else ""
+    line = f"{name}({', '.join(params)}){tail}"
+    if len(line) <= 96:
+        return line
+    return f"{name}(\n" + "".join(f"    {p},\n" for p in params) + f"){tail}"
+
+
+def signature(found: _Found, short: str) -> tuple[str, str]:
+    """What an object is (a few words) and its signature's text ("" for none)."""
+    node = found.node
+    if found.kind == "module":
+        return "module", ""
+    if found.kind == "class":
+        bases = ", ".join(f"`{_segment(found, b)}`" for b in node.bases)
+        what = "class" + (f", bases {bases}" if bases else "")
+        if "dataclass" in _decorators(node):
+            return "dataclass" + what[5:], _call(short, _dataclass_fields(found))
+        init = _method(node, "__init__")
+        return what, _call(short, _parameters(found, init.args, True)) if init else ""
+    if found.kind in ("function", "method"):
+        what = next((d for d in ("classmethod", "staticmethod") if d in _decorators(node)),
+                    found.kind)
+        params = _parameters(found, node.args, found.kind == "method" and what != "staticmethod")
+        returns = _segment(found, node.returns) if node.returns is not None else ""
+        return what, _call(short, params, returns)
+    if found.kind == "property":
+        returns = _segment(found, node.returns) if node.returns is not None else ""
+        return "property", short + (f": {returns}" if returns else "")
+    # An attribute: its line as written (with the comment that ends it), minus an instance
+    # attribute's `self.`.
+    text = " ".join(ast.get_source_segment(found.source, node).split())
+    rest = found.source.splitlines()[node.end_lineno - 1][node.end_col_offset:]
+    if rest.strip().startswith("#"):
+        text += "  " + rest.strip()
+    return "attribute", re.sub(r"^self\.", "", text)
+
+
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
+_SECTION = re.compile(r"^(Args|Arguments|Attributes|Returns|Raises|Yields|Examples?|Notes?):$")
+_TERM = re.compile(r"^[\w.*$`\"'()\[\], =-]{1,40}: \S")
+
+
+def _as_text(text: str) -> str:
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
+
+
+def _no_html(text: str) -> str:
+    """Text outside code spans as written: `<` and `>` no HTML tag (a docstring's `<rank>`),
+    `*` no emphasis (`**options`)."""
+    out, last = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [_as_text(text[last:span.start()]), span.group()]
+        last = span.end()
+    out.append(_as_text(text[last:]))
+    return "".join(out)
+
+
+def docstring(node: ast.AST) -> str | None:
+    """A docstring dedented by the indentation of the code it stands in (a module's by none, so
+    that an indented example in it stays indented: code)."""
+    body = getattr(node, "body", None)
+    if not body or not isinstance(body[0], ast.Expr) or not isinstance(
+            body[0].value, ast.Constant) or not isinstance(body[0].value.value, str):
+        return None
+    indent = body[0].col_offset
+    first, *rest = body[0].value.value.expandtabs().split("\n")
+    rest = [line[indent:] if not line[:indent].strip() else line.lstrip() for line in rest]
+    return "\n".join([first.strip()] + rest).strip("\n").rstrip() or None
+
+
+def _items(lines: list[str]) -> list[str]:
+    """Lines of `term: text` with indented continuation lines, as a Markdown list."""
+    return [
+        "- " + _no_html(line.strip()) if not line.startswith(" ") else "  " + _no_html(line.strip())
+        for line in lines
+    ]
+
+
+def docstring_markdown(doc: str) -> str:
+    """A docstring as Markdown, its text as written (dedented, not reflowed). Paragraphs are
+    Markdown's; an indented block is code; a paragraph of `name: text` lines (an option each,
+    continued on indented lines) and a Google-style section (`Attributes:` and indented items)
+    become lists, which Markdown would otherwise run together into one paragraph."""
+    blocks = []
+    for block in re.split(r"\n\s*\n", doc.strip("\n")):
+        lines = block.split("\n")
+        if all(line.startswith("    ") for line in lines):
+            blocks.append(block)  # code
+        elif _SECTION.match(lines[0]) and len(lines) > 1:
+            body = textwrap.dedent("\n".join(lines[1:])).split("\n")
+            blocks.append(f"**{lines[0]}**\n\n" + "\n".join(_items(body)))
+        elif sum(bool(_TERM.match(line)) for line in lines) >= 2 and all(
+                _TERM.match(line) or line.startswith(" ") for line in lines):
+            blocks.append("\n".join(_items(lines)))
+        else:
+            blocks.append("\n".join(_no_html(line) for line in lines))
+    return "\n\n".join(blocks)
+
+
+def _members(found: _Found, members: tuple[str, ...] | None) -> list[str]:
+    """The names shown under an object: those given, else its public members with a docstring
+    (a module's: its `__all__`, else its own defs; classes before functions, each in the order
+    the module binds them); a class's in the order of its source."""
+    if members is not None:
+        return list(members)
+    if found.kind == "class":  # once each: a property's setter has the property's name
+        return list(
+            dict.fromkeys(n.name for n in found.node.body
+                          if isinstance(n, _DEFS) and not n.name.startswith("_") and docstring(n)))
+    if found.kind != "module":
+        return []
+    tree = found.node
+    names = next((ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and any(
+        isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets)), None)
+    if names is None:
+        names = [n.name for n in tree.body if isinstance(n, _DEFS) and not n.name.startswith("_")]
+    order = {}
+    for i, node in enumerate(tree.body):
+        for a in getattr(node, "names", []):
+            order.setdefault(a.asname or a.name, i)
+        if isinstance(node, _DEFS):
+            order.setdefault(node.name, i)
+    return sorted(names, key=lambda n: (order.get(n, len(tree.body)), names.index(n)))
+
+
+def api_entry(dotted: str,
+              members: tuple[str, ...] | None,
+              heading: bool,
+              level: int,
+              found: _Found | None = None) -> list[str]:
+    """The Markdown of one object: its heading (its dotted name, the anchor other pages link),
+    what it is, its signature, its docstring, then its members one level down."""
+    found = found or find(dotted)
+    lines = []
+    if heading:
+        what, sig = signature(found, dotted.rsplit(".", 1)[-1])
+        lines += [f'{"#" * level} <a id="{dotted}"></a>`{dotted}`', "", f"*{what}*", ""]
+        if found.kind == "property":  # a name and a type: on the line that says what it is
+            lines[-2] = f"*property* `{sig}`"
+        elif sig:
+            lines += ["```python", sig, "```", ""]
+    doc = docstring(found.node) if found.kind != "attribute" else None
+    if doc:
+        lines += [docstring_markdown(doc), ""]
+    names = _members(found, members)
+    if found.kind == "module" and members is None:
+        kinds = {n: _in_module(dotted, n).kind for n in names}
+        names = [n for n in names if kinds[n] == "class"] + \
+                [n for n in names if kinds[n] != "class"]
+    for name in names:
+        member = _in_class(found, name) if found.kind == "class" else _in_module(dotted, name)
+        lines += api_entry(
+            f"{dotted}.{name}",
+            None if member.kind in ("class", "module") and found.kind == "module" else (), True,
+            level + (1 if heading else 0), member)
+    return lines
+
+
+def api_page() -> str:
+    lines = []
+    for part in API_PAGE:
+        if isinstance(part, str):
+            lines += [part, ""]
+        else:
+            lines += api_entry(part.name, part.members, part.heading, API_LEVEL)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 def pages() -> dict[str, str]:
     """Each generated page's path under docs/ and its text, as the code makes it now."""
     from tfdist.cli.main import COMMANDS
@@ -262,6 +640,7 @@ def pages() -> dict[str, str]:
     return {
         "reference/cli.md": HEADER.format(source="tfdist/cli/") + cli_page(commands),
         "reference/environment.md": HEADER.format(source="tfdist/env_vars.py") + environment_page(),
+        "reference/api.md": HEADER.format(source="the docstrings") + api_page(),
     }
 
 
