@@ -179,6 +179,11 @@ def tensorboard(log_dir: str):
     return keras.callbacks.TensorBoard(log_dir)
 
 
+def saves_in_tensorflow_format(path, save_format) -> bool:
+    """Keras 3 saves .keras and .h5 only (SavedModel is `model.export`)."""
+    return False
+
+
 def loss_scale(optimizer) -> Optional[float]:
     scale = getattr(optimizer, "dynamic_scale", None)
     return None if scale is None else float(scale.numpy())

@@ -158,6 +158,15 @@ def tensorboard(log_dir: str):
     return EpochTensorBoard(log_dir)
 
 
+def saves_in_tensorflow_format(path, save_format) -> bool:
+    """Whether tf-keras's save / save_weights writes TensorFlow's own format (SavedModel, a TF
+    checkpoint), which reduces each on-read variable over the workers: a path without .keras /
+    .h5 / .hdf5, or save_format "tf"."""
+    if save_format is not None:
+        return str(save_format).lower() in ("tf", "tensorflow")
+    return not str(path).lower().endswith((".keras", ".h5", ".hdf5"))
+
+
 def loss_scale(optimizer) -> Optional[float]:
     """The dynamic loss scale of a mixed_float16 LossScaleOptimizer (its value now), else None."""
     scale = getattr(optimizer, "loss_scale", None)

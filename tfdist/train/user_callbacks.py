@@ -181,16 +181,14 @@ class ChiefOnlySaveError(TfdistError):
 
 
 def _tensorflow_format(call: user_fit.Call) -> bool:
-    """Whether tf-keras saves this call in TensorFlow's own format (SavedModel for `save`, a TF
-    checkpoint for `save_weights`): a path without .keras/.h5, or save_format="tf"."""
-    from tfdist.keras_compat import is_keras3
+    """Whether Keras saves this call in TensorFlow's own format (tf-keras: SavedModel for `save`,
+    a TF checkpoint for `save_weights`)."""
+    from tfdist.keras_compat import adapter
 
-    path, fmt = call.get("filepath"), call.get("save_format")
-    if is_keras3(call.model) or not isinstance(path, (str, os.PathLike)):
+    path = call.get("filepath")
+    if not isinstance(path, (str, os.PathLike)):
         return False
-    if fmt is not None:
-        return str(fmt).lower() in ("tf", "tensorflow")
-    return not os.fspath(path).lower().endswith((".keras", ".h5", ".hdf5"))
+    return adapter(call.model).saves_in_tensorflow_format(os.fspath(path), call.get("save_format"))
 
 
 @contextlib.contextmanager
