@@ -95,11 +95,20 @@ class TrainConfig:
                     name) not in allowed and not (name == "optimizer" and self.optimizer is None):
                 raise ConfigError(f"{name}={getattr(self, name)!r}: expected one of "
                                   f"{', '.join(allowed)} (--{name}).")
+        check_lr_course(self.lr_schedule, self.lr_decay_epochs)
 
     def for_strategy(self, strategy: str) -> "TrainConfig":
         """This config with the strategy's optimizer, lr and epochs where none was given."""
         missing = {k: v for k, v in strategy_defaults(strategy).items() if getattr(self, k) is None}
         return dataclasses.replace(self, **missing)
+
+
+def check_lr_course(schedule: str, decay_epochs: float) -> None:
+    """Refuses a step schedule without its interval before anything is built (train and plan)."""
+    if schedule == "step" and decay_epochs <= 0:
+        raise ConfigError(f"lr_schedule='step' with lr_decay_epochs={decay_epochs:g}: the step "
+                          "schedule multiplies the rate by --lr_decay_rate every --lr_decay_epochs "
+                          "epochs; set --lr_decay_epochs > 0 (e.g. 30).")
 
 
 DEFAULTS = TrainConfig()

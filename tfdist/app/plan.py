@@ -34,6 +34,9 @@ class PlanOptions:
             more scalar, its learning rate).
         lr_scaling: how train scales lr to the replicas in sync: "linear", "sqrt" or "none"
             (--lr_scaling); the table's `lr` column.
+        warmup_epochs, lr_schedule, lr_decay_epochs, lr_decay_rate: the rate's course in time as
+            train follows it (--warmup_epochs, --lr_schedule, ...): the table's rates are where
+            the warmup ends; the plan says how train gets there and what follows.
         pipeline_options: the recipe's options, key -> value as given (--pipeline_option):
             checked against the recipe as train checks them, and passed to its info().
         strategy: the strategy train is asked for (--strategy): the default optimizer and lr,
@@ -57,6 +60,10 @@ class PlanOptions:
     replicas: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
     keras: int = 3
     lr_scaling: str = "linear"
+    warmup_epochs: float = 0.0
+    lr_schedule: str = "constant"
+    lr_decay_epochs: float = 0.0
+    lr_decay_rate: float = 0.1
     pipeline_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     strategy: str = "auto"
     num_ps: int = 1
@@ -70,6 +77,7 @@ def make_plan(o: PlanOptions) -> dict[str, Any]:
     import tf_keras
 
     from tfdist.app import memory
+    from tfdist.app.config import check_lr_course
     from tfdist.app.models import build_model, compile_classifier
     from tfdist.app.schedules import make_optimizer
     from tfdist.keras_compat import keras_module
@@ -77,6 +85,7 @@ def make_plan(o: PlanOptions) -> dict[str, Any]:
 
     keras_module(o.keras)  # train's refusal of a Keras it cannot build with
     check_lr_scaling(o.lr_scaling)
+    check_lr_course(o.lr_schedule, o.lr_decay_epochs)
     tf_keras.mixed_precision.set_global_policy(o.mixed_precision)
     shape, classes, pipeline_options = _input(o)
     model = build_model(o.model, shape, classes)
@@ -122,6 +131,8 @@ def make_plan(o: PlanOptions) -> dict[str, Any]:
         o.lr,
         "lr_scaling":
         o.lr_scaling,
+        "lr_course":
+        lr_course(o),
         "strategy":
         o.strategy,
         "keras":
@@ -144,6 +155,15 @@ def make_plan(o: PlanOptions) -> dict[str, Any]:
                                 estimate_bytes=estimate,
                                 factor=measured["peak_bytes"] / estimate)
     return plan
+
+
+def lr_course(o: PlanOptions) -> dict[str, Any]:
+    """The rate's course over the epochs, as tfdist.app.schedules.learning_rate makes it: a
+    linear warmup from --lr to the table's rate over `warmup_epochs`, then `schedule`."""
+    course: dict[str, Any] = {"warmup_epochs": o.warmup_epochs, "schedule": o.lr_schedule}
+    if o.lr_schedule == "step":
+        course.update(decay_epochs=o.lr_decay_epochs, decay_rate=o.lr_decay_rate)
+    return course
 
 
 def lr_table(lr: float, batch: int, replicas, rule: str) -> list[dict[str, Any]]:

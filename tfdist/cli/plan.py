@@ -14,10 +14,12 @@ It reads these of tfdist train's flags as train does, and refuses the values tra
                    the same layers: the same parameters)
   --pipeline_option  the recipe's options, checked, and its input shape and classes with them
   --lr_scaling     the learning-rate column train trains with
+  --warmup_epochs, --lr_schedule, --lr_decay_epochs, --lr_decay_rate
+                   how train's rate gets to that column and what it does after (said below it)
   --num_ps, --evaluator  parameter_server's tasks besides the workers, and bytes per ps task
   --strategy       the default --optimizer and --lr; parameter_server: replicas per worker
-It accepts train's other flags (--epochs, --warmup_epochs, --model_dir, ...) and ignores them:
-they change nothing it shows.
+It accepts train's other flags (--epochs, --model_dir, ...) and ignores them: they change
+nothing it shows.
 
   tfdist plan --model=resnet50 --input_shape=224,224,3 --num_classes=1000 --optimizer=adam \\
       --batch_size=64 --gpu_memory=80GB
@@ -85,6 +87,10 @@ def options_from_flags() -> PlanOptions:
                        replicas=tuple(int(r) for r in _REPLICAS.value),
                        keras=int(FLAGS.keras) if FLAGS.keras else default_keras(),
                        lr_scaling=FLAGS.lr_scaling,
+                       warmup_epochs=FLAGS.warmup_epochs,
+                       lr_schedule=FLAGS.lr_schedule,
+                       lr_decay_epochs=FLAGS.lr_decay_epochs,
+                       lr_decay_rate=FLAGS.lr_decay_rate,
                        pipeline_options=parse_option_pairs(FLAGS.pipeline_option),
                        strategy=FLAGS.strategy,
                        num_ps=FLAGS.num_ps,
@@ -160,6 +166,9 @@ def text(plan: dict) -> str:
     for r in plan["replicas"]:
         lines.append(f"  {r['replicas']:>5}  {r['global_batch_size']:>12,}  {r['lr_linear']:>14.4g}"
                      f"  {r['lr_sqrt']:>16.4g}  {r['lr']:>16.4g}")
+    course = course_text(plan)
+    if course:
+        lines.append(course)
     if plan["strategy"] == "parameter_server":
         lines.append("  parameter_server: the replicas in sync are one worker's GPUs (1 without); "
                      "the workers step asynchronously, so train scales --lr and the batch by "
@@ -172,6 +181,29 @@ def text(plan: dict) -> str:
             f"{x['factor']:.2f}); in use after it: {human(x['current_bytes'])}"
         ]
     return "\n".join(lines)
+
+
+def course_text(plan: dict) -> str:
+    """What train does with the rate in time (--warmup_epochs, --lr_schedule), or "" when it keeps
+    the table's rate from the first step to the last."""
+    course = plan["lr_course"]
+    warmup, schedule = course["warmup_epochs"], course["schedule"]
+    if warmup <= 0 and schedule == "constant":
+        return ""
+    then = {
+        "constant":
+        "keeps it",
+        "cosine":
+        "decays it along a cosine to 0 at the last epoch (--epochs)",
+        "step":
+        f"multiplies it by {course.get('decay_rate', 0):g} every "
+        f"{course.get('decay_epochs', 0):g} epochs (--lr_decay_rate, --lr_decay_epochs)",
+    }[schedule]
+    column = f"`train: {plan['lr_scaling']}` column's rate"
+    start = (f"ramps the rate linearly from --lr={plan['lr']:g} to the {column} over the first "
+             f"{warmup:g} epochs (--warmup_epochs), then "
+             if warmup > 0 else f"starts at the {column} and ")
+    return f"  tfdist train {start}{then} (--lr_schedule={schedule})."
 
 
 def main(argv: list[str]) -> None:
