@@ -62,7 +62,8 @@ MODEL_DIR = _var(
     "The run directory (checkpoints, `metrics.json`, the model). The `jobs/` scripts export it "
     "(their first argument) and `tfdist scale`/`tfdist sweep` set it per run; `tfdist.init()` "
     "takes it as `rt.model_dir`, the default of `rt.callbacks()` and `rt.resume()`. A "
-    "`tfdist.init(model_dir=...)` naming another directory is an error.")
+    "directory given as `tfdist.init(model_dir=...)`, `rt.callbacks(model_dir=...)`, "
+    "`rt.resume(...)` or `tfdist train --model_dir` that is not this one is an error.")
 PROFILE_STEPS = _var(
     "PROFILE_STEPS", USER, "off",
     "`A:B`: every rank traces training steps A to B with TensorFlow's profiler into "

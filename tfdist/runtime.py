@@ -3,12 +3,12 @@
     import tensorflow as tf
     import tfdist                      # anywhere: tf.keras stays the Keras TensorFlow makes it
     rt = tfdist.init(strategy="multi_worker")  # its strategy now the program's default
-    start = rt.resume("runs/exp1")     # where a preempted run stopped (nothing: epoch 0)
+    start = rt.resume()                # where a preempted run in $MODEL_DIR stopped (or epoch 0)
     with rt.scope():                   # optional: what is built after init() is under it anyway
         model = build_model()
         model.compile(optimizer=rt.optimizer(tf.keras.optimizers.SGD(rt.scale_lr(0.1))), ...)
     model.fit(rt.dataset(input_fn, skip_steps=start.steps_done), epochs=10, steps_per_epoch=...,
-              callbacks=rt.callbacks(model_dir="runs/exp1", batch_size=32))
+              callbacks=rt.callbacks(batch_size=32))  # in $MODEL_DIR: checkpoints, requeue, ...
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ class Runtime:
         from tfdist.train.callbacks import resume_identity
         from tfdist.train.checkpoint import resume_point
 
-        model_dir = self.model_dir if model_dir is None else model_dir
+        model_dir = self._given_run_directory(model_dir, "rt.resume")
         return resume_point(model_dir, resume_identity(self.engine, batch_size, identity))
 
     def callbacks(self, model_dir: Optional[str] = None, **options: Any) -> list:
@@ -194,7 +194,7 @@ class Runtime:
         from tfdist.train.callbacks import CallbackOptions, training_callbacks
         from tfdist.train.watchdog import timeout_setting
 
-        model_dir = self.model_dir if model_dir is None else model_dir
+        model_dir = self._given_run_directory(model_dir, "rt.callbacks")
         # rt.dataset may come later: the callbacks ask for its counts and element spec when due.
         given = CallbackOptions.of(
             **{
@@ -205,6 +205,13 @@ class Runtime:
             })
         self._watchdog_off = timeout_setting(given.watchdog_timeout) == 0.0
         return training_callbacks(self.engine, model_dir, given)
+
+    def _given_run_directory(self, model_dir, call: str) -> Optional[str]:
+        """`model_dir` as given to `call`, else rt.model_dir; one that is not the job's $MODEL_DIR
+        is refused, as tfdist.init refuses it."""
+        if model_dir is None:
+            return self.model_dir
+        return run_directory(model_dir, os.environ, call)[0]
 
     def _input_batches(self) -> Optional[int]:
         return self._input_counter.read() if self._input_counter is not None else None
@@ -278,7 +285,7 @@ def init(strategy: str = "auto",
     tfdist._set_up_process()  # done at `import tfdist`, unless tfdist.cluster came first
     default_strategy.clear()  # an earlier init()'s, before this engine is made
     mirrored_guard.install(None)  # an earlier init()'s too: this engine may be a MirroredStrategy
-    model_dir, model_dir_from = _run_directory(model_dir, os.environ)
+    model_dir, model_dir_from = run_directory(model_dir, os.environ)
     cluster = detect()
     quiet_other_tasks(cluster.rank)
     roles = build_roles(cluster, strategy, num_ps=num_ps, evaluator=evaluator, port=port)
@@ -341,22 +348,30 @@ def _guard_fit(engine: Engine) -> None:
         f"replica{'s' if engine.num_replicas_in_sync > 1 else ''} in sync", engine.world_size)
 
 
-def _run_directory(model_dir: Optional[str], environ) -> tuple[Optional[str], str]:
-    """init's run directory and where it came from: `model_dir`, else $MODEL_DIR; both given,
-    they must be one directory."""
+def run_directory(model_dir: Optional[str],
+                  environ,
+                  call: str = "tfdist.init") -> tuple[Optional[str], str]:
+    """The run directory `call` (tfdist.init, rt.callbacks, rt.resume, tfdist train) is given and
+    where it came from: `model_dir`, else $MODEL_DIR; both given, they must be one directory (a
+    script's own directory inside a job would take the checkpoints away from the job's run
+    directory, its log and its requeue, and every job of the script would resume from the same
+    one)."""
     name = env_vars.MODEL_DIR.name
     job = environ.get(name) or None
     if model_dir is None:
         return job, f"from ${name}"
     model_dir = os.fspath(model_dir)
     if job is not None and os.path.realpath(model_dir) != os.path.realpath(job):
+        command = call == "tfdist train"  # a flag, not an argument
+        given = f"{call} --model_dir={model_dir}" if command else f"{call}(model_dir={model_dir!r})"
+        leave = (f"leave --model_dir out (tfdist train takes ${name})" if command else
+                 f"leave model_dir out of {call}() (it takes ${name}: rt.model_dir)")
         raise ConfigError(
-            f"tfdist.init(model_dir={model_dir!r}), but this job's {name} is {job!r} (the `jobs/` "
-            f"scripts export their run directory as {name}): two run directories for one run. "
-            f"Fix: leave model_dir out of tfdist.init() (it takes ${name}: rt.model_dir), or "
-            f"give the job that directory (`sbatch jobs/<strategy>.sbatch {model_dir} -- ...`, "
-            f"or {name}={model_dir}).")
-    return model_dir, "tfdist.init(model_dir=...)"
+            f"{given}, but this job's {name} is {job!r} (the `jobs/` scripts export their run "
+            f"directory as {name}): two run directories for one run. Fix: {leave}, or give the "
+            f"job that directory (`sbatch jobs/<strategy>.sbatch {model_dir} -- ...`, or "
+            f"{name}={model_dir}).")
+    return model_dir, f"{call}(model_dir=...)"
 
 
 def _explain_uncaught_failures(engine: Engine) -> None:

@@ -28,11 +28,13 @@ def train(cfg: TrainConfig) -> Optional[dict[str, Any]]:
     Returns the metrics on every training task (tasks that only serve exit inside tfdist.init);
     raises Preempted (exit 75) when stopped by a signal."""
     from pipelines import check_options, load_pipeline
+    from tfdist.runtime import run_directory
     from tfdist.train.preemption import catch_signals
 
     # Before any task connects: a wrong option fails every task at once.
     options = check_options(load_pipeline(cfg.pipeline), cfg.pipeline, cfg.pipeline_options)
     cfg = dataclasses.replace(cfg, pipeline_options=options)
+    run_directory(cfg.model_dir, os.environ, "tfdist train")  # the job's $MODEL_DIR, or refused
     if cfg.model_dir and cfg.preemption:
         catch_signals()  # from here on: one during start-up is acted on at the first check
     rt = tfdist.init(strategy=cfg.strategy,
