@@ -32,9 +32,10 @@ def weights(saved, prefix="arr_"):
     return [saved[k] for k in names]
 
 
-def assert_one_model(out, n=2, replicas=2) -> list[int]:
+def assert_one_model(out, n=2, replicas=2, keep=False) -> list[int]:
     """Every rank holds the same weights (to the bit) and trained with `replicas` replicas;
-    returns the epochs each rank's fit trained."""
+    returns the epochs each rank's fit trained. The files are removed (so that a run after it
+    writes its own), but for a shared run's (`keep`), which other tests read too."""
     saved = ranks(out, n)
     epochs_run = [int(s["epochs_run"]) for s in saved]
     assert [int(s["replicas"]) for s in saved] == [replicas] * n
@@ -44,7 +45,8 @@ def assert_one_model(out, n=2, replicas=2) -> list[int]:
         for ours, theirs in zip(chief, weights(other)):
             np.testing.assert_array_equal(ours, theirs)
     for rank in range(n):
-        Path(f"{out}.{rank}.npz").unlink()
+        if not keep:
+            Path(f"{out}.{rank}.npz").unlink()
     return epochs_run
 
 
@@ -55,18 +57,59 @@ REFUSED = ("ModelOutsideStrategy: Sequential was made outside any distribution s
            "rt.scope():`).")
 
 
+@pytest.fixture(scope="module")
+def script_run(tmp_path_factory):
+    """The script run with ARGS (after KERAS and OUT) on `workers` workers (`tfdist launch`), or
+    in one process (workers=0): (the run's result, its OUT). Each run is made once and read by
+    every test that asks for it: a process that imports TensorFlow and Keras costs ~4.4 CPU-s
+    before it trains. The runs that serve several tests: 2 workers `after same_math`
+    (test_multi_worker's two lines, test_same_math_as_one_process's workers), one process `after
+    mirrored same_math` (test_mirrored_on_two_devices's two lines, test_same_math's devices), 2
+    workers `scope bn epochs=1` with $MODEL_DIR (test_multi_worker's scope,
+    test_callbacks_without_asking's first run)."""
+    done = {}
+
+    def script(keras, *args, workers=2, env=None):
+        key = (keras, args, workers, tuple(sorted((env or {}).items())))
+        if key not in done:
+            out = tmp_path_factory.mktemp(f"keras{keras}_{workers}_" + "_".join(args)) / "w"
+            env = {**(env or {}), **keras_environ(keras)}
+            command = [sys.executable, SCRIPT, str(keras), str(out), *args]
+            done[key] = (launch(workers, *command, env=env) if workers else run(command, env=env),
+                         out)
+        return done[key]
+
+    return script
+
+
+def callbacks_run(script_run, keras, tmp_path_factory, epochs):
+    """2 workers with $MODEL_DIR (one per Keras, both runs in it), the model made in
+    `rt.scope()` (test_multi_worker's scope case) for the first run, after init() for the
+    resume."""
+    model_dir = tmp_path_factory.getbasetemp() / f"callbacks_keras{keras}"
+    model_dir.mkdir(exist_ok=True)
+    model_dir /= "run"
+    when = "scope" if epochs == 1 else "after"
+    r, out = script_run(keras, when, "bn", f"epochs={epochs}", env={"MODEL_DIR": str(model_dir)})
+    return r, out, model_dir
+
+
 @pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
-def test_multi_worker(keras, tmp_path):
-    out = tmp_path / "w"
+def test_multi_worker(keras, tmp_path, script_run, tmp_path_factory):
     # The two lines: the model made after init() without rt.scope() is under the strategy
     # (before, each worker trained its own copy, silently: issue 41's weight sums -115.87 and
-    # -114.22); with the scope, as the docs wrote it before, the same.
-    for when in ("after", "scope"):
-        r = launch(2, sys.executable, SCRIPT, str(keras), str(out), when, env=keras_environ(keras))
-        assert r.returncode == 0, r.stderr[-3000:]
-        assert_one_model(out)
+    # -114.22; with same_math's seeds such copies would hold equal weights, but one replica each);
+    # with the scope, as the docs wrote it before, the same (there each worker reads its samples
+    # in its own order: bn).
+    r, out = script_run(keras, "after", "same_math")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_one_model(out, keep=True)
+    r, out, _ = callbacks_run(script_run, keras, tmp_path_factory, 1)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_one_model(out, keep=True)
 
     # Before init(): TensorFlow's runtime already started, which MultiWorkerMirrored refuses.
+    out = tmp_path / "w"
     r = launch(2, sys.executable, SCRIPT, str(keras), str(out), "before", env=keras_environ(keras))
     assert r.returncode != 0
     said = r.stdout + r.stderr
@@ -97,16 +140,14 @@ def test_parameter_server(keras, tmp_path):
 
 
 @pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
-def test_mirrored_on_two_devices(keras, tmp_path):
+def test_mirrored_on_two_devices(keras, tmp_path, script_run):
     """One process, 2 devices: the model made after init() trains on both, with or without the
     scope; one made before init() (it would train on one device) is refused by its fit."""
-    out = tmp_path / "w"
-    for when in ("after", "scope"):
-        r = run([sys.executable, SCRIPT,
-                 str(keras), str(out), when, "mirrored"],
-                env=keras_environ(keras))
+    for when, *more in (("after", "same_math"), ("scope", )):
+        r, out = script_run(keras, when, "mirrored", *more, workers=0)
         assert r.returncode == 0, r.stderr[-3000:]
-        assert_one_model(out, n=1)
+        assert_one_model(out, n=1, keep=True)
+    out = tmp_path / "w"
     r = run([sys.executable, SCRIPT,
              str(keras), str(out), "before", "mirrored"],
             env=keras_environ(keras))
@@ -116,13 +157,10 @@ def test_mirrored_on_two_devices(keras, tmp_path):
 
 
 @pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
-def test_same_math_as_one_process(keras, tmp_path):
+def test_same_math_as_one_process(keras, script_run):
     """The script's batch_size (64) is the global batch: 2 workers, and 2 devices, train the
     weights one process trains (seeds fixed, dropout off: `same_math`)."""
-    one = tmp_path / "one"
-    r = run([sys.executable, SCRIPT,
-             str(keras), str(one), "after", "same_math"],
-            env=keras_environ(keras))
+    r, one = script_run(keras, "after", "same_math", workers=0)
     assert r.returncode == 0, r.stderr[-3000:]
     single = np.load(f"{one}.0.npz")
     assert int(single["replicas"]) == 1
@@ -131,20 +169,9 @@ def test_same_math_as_one_process(keras, tmp_path):
         scale = np.max(np.abs(final))
         assert np.max(np.abs(final - initial)) / scale > 1e-2  # training moved the weights
 
-    workers, devices = tmp_path / "workers", tmp_path / "devices"
-    r = launch(2,
-               sys.executable,
-               SCRIPT,
-               str(keras),
-               str(workers),
-               "after",
-               "same_math",
-               env=keras_environ(keras))
+    r, workers = script_run(keras, "after", "same_math")
     assert r.returncode == 0, r.stderr[-3000:]
-    r = run([sys.executable, SCRIPT,
-             str(keras),
-             str(devices), "after", "mirrored", "same_math"],
-            env=keras_environ(keras))
+    r, devices = script_run(keras, "after", "mirrored", "same_math", workers=0)
     assert r.returncode == 0, r.stderr[-3000:]
     for saved in ranks(workers) + ranks(devices, 1):
         assert int(saved["replicas"]) == 2
@@ -155,23 +182,24 @@ def test_same_math_as_one_process(keras, tmp_path):
 
 
 @pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
-def test_callbacks_without_asking(keras, tmp_path):
+def test_callbacks_without_asking(keras, script_run, tmp_path_factory):
     """The script passes no callbacks: tfdist's come with its fit. BatchNormalization's moving
     statistics end equal on both workers although each reads its samples in its own order
     (without them issue 41 measured moving_mean sums 0.153 and 0.465), and with $MODEL_DIR the
-    run checkpoints, and the same script run again resumes where the first run ended."""
-    out, model_dir = tmp_path / "w", tmp_path / "run"
-    env = {"MODEL_DIR": str(model_dir), **keras_environ(keras)}
-    r = launch(2, sys.executable, SCRIPT, str(keras), str(out), "after", "bn", "epochs=1", env=env)
+    run checkpoints, and the same script run again resumes where the first run ended (the first
+    run's model made in rt.scope(), which it shares with test_multi_worker; the second's after
+    init())."""
+    r, out, model_dir = callbacks_run(script_run, keras, tmp_path_factory, 1)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert assert_one_model(out) == [1, 1]  # the moving statistics are among the weights
+    # the moving statistics are among the weights
+    assert assert_one_model(out, keep=True) == [1, 1]
     said = r.stdout + r.stderr
     assert f"tfdist's callbacks added to model.fit (checkpoints in {model_dir})" in said
     assert (model_dir / "metrics.json").is_file()
     # ceil(1350 / 64) steps: one checkpoint at the end of the one epoch
     assert [p.name for p in (model_dir / "checkpoints").iterdir()] == ["ckpt-22"]
 
-    r = launch(2, sys.executable, SCRIPT, str(keras), str(out), "after", "bn", "epochs=2", env=env)
+    r, out, _ = callbacks_run(script_run, keras, tmp_path_factory, 2)
     assert r.returncode == 0, r.stderr[-3000:]
     said = r.stdout + r.stderr
     assert "resuming from" in said and "(epoch 1, step 0)" in said, said[-3000:]
