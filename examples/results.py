@@ -23,6 +23,8 @@ def save(out_dir, model, accuracy, **facts):
     facts.update(
         test_accuracy=float(accuracy),
         replicas=model.distribute_strategy.num_replicas_in_sync,
+        # the strategy's class: MultiWorkerMirroredStrategy, MirroredStrategy, ...
+        strategy=type(model.distribute_strategy).__name__,
         # the version of the Keras that defines the model: tf_keras (2.x) or keras (3.x)
         keras=sys.modules[_keras_package(model)].__version__,
         variables=[hashlib.sha256(value.tobytes()).hexdigest() for value in values],

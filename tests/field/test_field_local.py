@@ -39,6 +39,8 @@ SCRIPTS = {
     "keras_batchnorm_callbacks.py": 2,
     "tf_keras_backup_and_restore.py": 2,
     "tf_parameter_server_tutorial.py": 2,
+    # Run by tests/train/test_custom_loop.py.
+    "tf_custom_training_loop.py": 2,
     "tf_multi_worker_tutorial/main.py": 0,
     "tf_multi_worker_tutorial/mnist_setup.py": 0,
     "tf_multi_worker_tutorial_keras3/main.py": 1,
