@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -41,6 +42,8 @@ SCRIPTS = {
     "tf_parameter_server_tutorial.py": 2,
     # Run by tests/train/test_custom_loop.py.
     "tf_custom_training_loop.py": 2,
+    # Its flags: test_absl_script_defines_tfdist_s_flags_beside_its_own (no training run).
+    "absl_flags_script.py": 4,
     "tf_multi_worker_tutorial/main.py": 0,
     "tf_multi_worker_tutorial/mnist_setup.py": 0,
     "tf_multi_worker_tutorial_keras3/main.py": 1,
@@ -60,6 +63,24 @@ def test_scripts_add_only_their_tfdist_lines(script, lines):
         assert not uses_tfdist(EXAMPLES / script)
     if lines == 2:  # the two: the import and init()
         assert added[0].startswith("import tfdist") and "tfdist.init(" in added[1], added
+
+
+def test_absl_script_defines_tfdist_s_flags_beside_its_own():
+    """`--helpfull` (absl's: status 1) lists the script's own flags under the script and tfdist's
+    runtime flags under tfdist.cli.flags. Its training is not run here: `tfdist train`, an absl
+    script too, trains in many tests (CI's time budget)."""
+    proc = subprocess.run(["python", "examples/absl_flags_script.py", "--helpfull"],
+                          cwd=TOP,
+                          env=user_environ(**KERAS3),
+                          capture_output=True,
+                          text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    sections = dict(re.findall(r"^(\S+):\n((?:  .*\n|\n)*)", proc.stdout, re.M))
+    own, tfdist_s = sections["examples/absl_flags_script.py"], sections["tfdist.cli.flags"]
+    assert "--epochs" in own and "--learning_rate" in own, own
+    for flag in ("--strategy", "--batch_size", "--lr_scaling", "--port"):
+        assert f"  {flag}:" in tfdist_s, tfdist_s
 
 
 # On the newest stack Horovod's Keras example runs once, in its Keras 3 form: the tf-keras form
