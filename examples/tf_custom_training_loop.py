@@ -3,7 +3,8 @@
 the datasets distributed with `strategy.experimental_distribute_dataset`, each step run on every
 replica with `strategy.run` and its per-replica losses summed with `strategy.reduce`, the loss
 averaged over the global batch (`tf.nn.compute_average_loss`). On scikit-learn's digits instead
-of Fashion-MNIST (no download), with a smaller convnet for 8x8 images.
+of Fashion-MNIST (no download), with a smaller convnet for 8x8 images: 0.95 test accuracy on 2
+workers (tf-keras 2.18, one run, 2026-11-27; Keras 3.15.1: 0.95 after 8 of the 10 epochs).
 Run it: `tfdist launch -n 2 -- python examples/tf_custom_training_loop.py`, or
 `sbatch jobs/multi_worker.sbatch runs/loop -- python examples/tf_custom_training_loop.py`.
 
