@@ -22,10 +22,32 @@ from tfdist.app.config import DEFAULTS as D
 
 FLAGS = flags.FLAGS
 
+CLUSTER_FLAGS = ("strategy", "num_ps", "evaluator", "port", "task_gpus")
+RUNTIME_FLAGS = ("batch_size", "lr_scaling", "collective", "gpu_memory_growth", "bytes_per_pack",
+                 "collective_timeout", "compression", "backward_passes_per_step", "cpu_devices")
+
+
+def _defined_here_already(names) -> bool:
+    """Whether this module defined `names` already (a second call: nothing to do). A name another
+    module (the user's script) defined first is refused, naming the fix: absl would keep the
+    script's flag and tfdist's others would go undefined, failing later on an unrelated name."""
+    for name in names:
+        if name not in FLAGS:
+            continue
+        owner = FLAGS.find_module_defining_flag(name)
+        if owner != __name__:
+            per_replica = (" (tfdist's is the batch per replica: rt.global_batch_size(FLAGS."
+                           "batch_size) is the global one)" if name == "batch_size" else "")
+            raise flags.DuplicateFlagError(
+                f"--{name} is defined by {owner} before tfdist_flags.define_flags() defines it "
+                f"too{per_replica}. Fix: drop the script's --{name} and read FLAGS.{name}, which "
+                f"tfdist defines; tfdist's flags: {', '.join(names)}.")
+    return all(name in FLAGS for name in names)
+
 
 def define_cluster_flags() -> None:
     """--strategy, --num_ps, --evaluator, --port: what the cluster layer needs (no TensorFlow)."""
-    if "strategy" in FLAGS:
+    if _defined_here_already(CLUSTER_FLAGS):
         return
     flags.DEFINE_enum(
         "strategy", D.strategy, list(STRATEGIES),
@@ -53,7 +75,7 @@ def define_cluster_flags() -> None:
 def define_flags() -> None:
     """The cluster flags plus the runtime's: batch size, learning-rate scaling, engine options."""
     define_cluster_flags()
-    if "batch_size" in FLAGS:
+    if _defined_here_already(RUNTIME_FLAGS):
         return
     flags.DEFINE_integer("batch_size",
                          D.batch_size, "Batch size per replica; the global batch is this "
