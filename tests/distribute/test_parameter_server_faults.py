@@ -42,7 +42,9 @@ def test_preempted_at_an_epoch_end_and_resumed_there(tmp_path):
     out = head + out
     assert status == 75, out[-3000:]
     # No mid-epoch position under parameter_server: it stops at the end of an epoch.
-    m = re.search(r"\[0\] tfdist: warning: preempted after epoch (\d+); checkpoint: (\S+)\. ", out)
+    m = re.search(
+        r"\[0\] tfdist: warning: preempted after epoch (\d+); checkpoint: (\S+) "
+        r"\(epoch \1, step 0\)\. ", out)
     assert m, out[-3000:]
     epoch, path = int(m.group(1)), m.group(2)
     assert epoch == 1, out[-3000:]

@@ -117,7 +117,10 @@ def test_one_task_resumes_mid_epoch_past_its_datas_first_pass(strategy, tmp_path
     proc.send_signal(signal.SIGTERM)
     status, out = finish(proc)
     assert status == 75, (head + out)[-3000:]
-    assert "preempted at epoch 2, step 10;" in out, out[-3000:]
+    # The checkpoint's position as the resume line below writes it.
+    assert re.search(
+        r"preempted at step 10 of epoch 2; checkpoint: \S+/ckpt-54 \(epoch 1, step 10\)\.",
+        out), out[-3000:]
 
     resumed = run(command(strategy, stopped, 3, n=1))
     assert resumed.returncode == 0, resumed.stdout[-3000:]

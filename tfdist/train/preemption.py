@@ -149,8 +149,10 @@ class PreemptionHandler(tf_keras.callbacks.Callback):
         # No task leaves before rank 0 has requeued: under `srun --kill-on-bad-exit` an early
         # exit would get rank 0 killed first.
         self.engine.barrier()
-        at = f"after epoch {epoch}" if step == 0 else f"at epoch {epoch + 1}, step {step}"
-        message = (f"preempted {at}; checkpoint: {self.saved or 'none'}. " +
+        # The checkpoint's position as the resume line writes it: epochs done, steps into the next.
+        at = f"after epoch {epoch}" if step == 0 else f"at step {step} of epoch {epoch + 1}"
+        saved = f"{self.saved} (epoch {epoch}, step {step})" if self.saved else "none"
+        message = (f"preempted {at}; checkpoint: {saved}. " +
                    ("The job was requeued and resumes from it." if requeued else
                     (f"{failed}. " if failed else "") +
                     "Re-run the same command (same --model_dir) to resume."))
