@@ -64,14 +64,15 @@ def checkpoint_of(out, tmp_path):
     """rank 0's 'preempted ...; checkpoint: PATH. ' words, PATH checked to be a whole checkpoint
     of the step the message names."""
     m = re.search(
-        r"\[0\] tfdist: warning: preempted (?:at epoch (\d+), step (\d+)|after epoch (\d+)); "
-        r"checkpoint: (\S+)\. ", out)
+        r"\[0\] tfdist: warning: preempted (?:at step (\d+) of epoch (\d+)|after epoch (\d+)); "
+        r"checkpoint: (\S+) \(epoch (\d+), step (\d+)\)\. ", out)
     assert m, out[-3000:]
     path = m.group(4)
     assert path.startswith(str(tmp_path / "run" / "checkpoints" / "ckpt-")), path
     meta = json.loads(open(os.path.join(path, "meta.json")).read())
-    where = (int(m.group(1)) - 1, int(m.group(2))) if m.group(1) else (int(m.group(3)), 0)
-    assert (meta["epoch"], meta["step"]) == where, meta
+    where = (int(m.group(2)) - 1, int(m.group(1))) if m.group(1) else (int(m.group(3)), 0)
+    # the words, the position in parentheses (as the resume line writes it) and the checkpoint's
+    assert (meta["epoch"], meta["step"]) == where == (int(m.group(5)), int(m.group(6))), meta
     return m.group(0)
 
 
