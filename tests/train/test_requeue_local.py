@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers import TFDIST, assert_nothing_left, finish, free_port_base, wait_for
 from tfdist.train.preemption import PAUSE_AFTER_STEP
+from tfdist.train.restarts import RERUN
 
 pytestmark = [pytest.mark.slow, pytest.mark.default_stack]  # tfdist's exit codes and restarts
 
@@ -82,7 +83,9 @@ def test_usr1_checkpoints_and_exits_75_without_requeue(keras, tmp_path):
     assert status == 75, out[-3000:]
     assert "received SIGUSR1" in out
     checkpoint_of(out, tmp_path)
-    assert "Re-run the same command (same --model_dir) to resume." in out
+    assert RERUN == ("Re-run the same command with the same run directory (--model_dir or "
+                     "MODEL_DIR) to resume.")
+    assert RERUN in out
     assert calls == []  # no --requeue: scontrol is never called
 
 
@@ -104,5 +107,5 @@ def test_a_failing_scontrol_is_reported(tmp_path):
     line = out[out.index(checkpoint_of(out, tmp_path)):].splitlines()[0]
     assert (f"`scontrol requeue {JOB_ID}` failed with status 1: slurm_requeue error: Requested "
             f"operation is presently disabled for job {JOB_ID}." in line), line
-    assert line.endswith("Re-run the same command (same --model_dir) to resume."), line
+    assert line.endswith(RERUN), line
     assert "requeued Slurm job" not in out

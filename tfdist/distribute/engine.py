@@ -38,6 +38,10 @@ class Capabilities:
     # variance), which average_layer_statistics averages at epoch ends and before a checkpoint
     # (parameter servers hold the one copy of every variable: nothing to average).
     replica_statistics: bool = True
+    # The tasks agree on each batch inside its fetch where the input may end in a partial batch
+    # (tf.distribute's get_next_as_optional all-reduces "has data" over MultiWorkerMirrored's
+    # workers): a task's input wait may be a wait for another task.
+    batches_agreed: bool = False
 
 
 class Engine:

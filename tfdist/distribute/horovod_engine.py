@@ -225,9 +225,11 @@ class HorovodEngine(Engine):
             return None
         size, rank = self.cluster.world_size, self.cluster.rank
         who = f"rank {1 - rank}" if size == 2 else "another rank"
-        return (f"Horovod shut down while rank {rank} of {size} was training: {who} stopped or "
-                "lost its connection (the first failing rank's log has the cause). Training stops "
-                "here; re-run with the same --model_dir to resume from the last checkpoint.")
+        return (
+            f"Horovod shut down while rank {rank} of {size} was training: {who} stopped or "
+            "lost its connection (the first failing rank's log has the cause). Training stops "
+            "here; re-run with the same run directory (--model_dir or MODEL_DIR) to resume from "
+            "the last checkpoint.")
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         gathered = self.hvd.allgather(tf.constant([values], tf.float32),

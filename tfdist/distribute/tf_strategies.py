@@ -146,7 +146,7 @@ def explain_lost_task(error: BaseException,
         return (f"Lost {task_type} {index} (rank {order.index((task_type, index))}, {address}): "
                 f"{reason} while this task ({me['type']} {me['index']}) was training. That task "
                 "died or its node failed; check its log. Training stops here; re-run with the "
-                "same --model_dir to resume from the last checkpoint.")
+                "same run directory (--model_dir or MODEL_DIR) to resume from the last checkpoint.")
     return None
 
 
@@ -174,7 +174,7 @@ class MultiWorkerEngine(_ClusterEngine):
     """Synchronous data parallelism over tasks: MultiWorkerMirroredStrategy."""
 
     name = "multi_worker"
-    capabilities = Capabilities(collective_checkpoint=True)
+    capabilities = Capabilities(collective_checkpoint=True, batches_agreed=True)
 
     def __init__(self,
                  cluster,

@@ -270,7 +270,10 @@ def training_callbacks(engine,
         statistics = _LayerStatistics(engine)  # before the epoch-end checkpoint
         cbs.append(statistics)
     if o.meter:
-        cbs.meter = ThroughputMeter(global_batch, warn=chief, gather=engine.gather_floats)
+        cbs.meter = ThroughputMeter(global_batch,
+                                    warn=chief,
+                                    gather=engine.gather_floats,
+                                    batches_agreed=caps.batches_agreed and engine.world_size > 1)
         cbs.append(cbs.meter)
     if model_dir:
         if checkpoint_steps and not caps.batch_callbacks:

@@ -30,6 +30,7 @@ from tfdist import env_vars
 from tfdist.cluster.requeue import RequeueFailed
 from tfdist.cluster.requeue import requeue as requeue_job
 from tfdist.errors import ConfigError
+from tfdist.train.restarts import RERUN
 from tfdist.train.checkpoint import TrainingCheckpoint, latest
 
 log = logging.getLogger("tfdist")
@@ -154,8 +155,7 @@ class PreemptionHandler(tf_keras.callbacks.Callback):
         saved = f"{self.saved} (epoch {epoch}, step {step})" if self.saved else "none"
         message = (f"preempted {at}; checkpoint: {saved}. " +
                    ("The job was requeued and resumes from it." if requeued else
-                    (f"{failed}. " if failed else "") +
-                    "Re-run the same command (same --model_dir) to resume."))
+                    (f"{failed}. " if failed else "") + RERUN))
         log.warning("%s", message)
         raise Preempted(message)
 

@@ -21,6 +21,8 @@ from tfdist.cluster.slurm import requeue_wanted
 from tfdist.errors import ConfigError
 
 log = logging.getLogger("tfdist")
+# What resumes: the script's or tfdist train's --model_dir, or the job's MODEL_DIR, again.
+RERUN = "Re-run the same command with the same run directory (--model_dir or MODEL_DIR) to resume."
 
 MAX_RESTARTS_ENV = env_vars.MAX_RESTARTS.name
 DEFAULT_MAX_RESTARTS = 2
@@ -64,8 +66,8 @@ def end_after_failure(directory: Optional[str],
     limit = max_restarts()
     requeued, outcome = False, ""
     if not wanted:
-        outcome = "Not requeued (requeue is off: TFDIST_REQUEUE=1, set by the jobs/ scripts, " \
-                  "turns it on). Re-run the same command (same --model_dir) to resume."
+        outcome = ("Not requeued (requeue is off: TFDIST_REQUEUE=1, set by the jobs/ scripts, "
+                   f"turns it on). {RERUN}")
     elif not job:
         outcome = "Not requeued: no Slurm job (no SLURM_JOB_ID). Re-run to resume."
     elif used >= limit:

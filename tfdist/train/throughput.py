@@ -25,7 +25,8 @@ class ThroughputMeter(tf_keras.callbacks.Callback):
     hide the stall. Both go into the epoch's Keras logs (so History and the verbose=2 line show
     them). `warn`: a warning when the share passes `stall_warning`, from the second epoch of a fit
     on (the first also fills the pipeline and traces the step). The steady figures leave out the
-    first epoch.
+    first epoch. `batches_agreed`: the tasks may agree on each batch inside its fetch (several
+    multi_worker tasks: see stall_message), so a task's wait can be for another task.
 
     Every task needs its own meter in the same place of its callback list (the counters are
     created inside model.fit, like the model's own variables).
@@ -35,9 +36,11 @@ class ThroughputMeter(tf_keras.callbacks.Callback):
                  global_batch_size: Optional[int] = None,
                  stall_warning: float = STALL_WARNING,
                  warn: bool = True,
-                 gather: Optional[Callable[[list[float]], list[list[float]]]] = None):
+                 gather: Optional[Callable[[list[float]], list[list[float]]]] = None,
+                 batches_agreed: bool = False):
         super().__init__()
         self.global_batch_size = global_batch_size
+        self.batches_agreed = batches_agreed
         self.stall_warning, self.warn, self.gather = stall_warning, warn, gather
         self.epoch_rates: list[Optional[float]] = []
         self.epoch_samples: list[Optional[float]] = []  # every task's, as counted in the steps
@@ -91,13 +94,10 @@ class ThroughputMeter(tf_keras.callbacks.Callback):
                 logs["input_wait"] = share
         self._fit_epochs += 1
         if self.warn and self._fit_epochs > 1 and share is not None and share > self.stall_warning:
-            shares = self.epoch_input_wait_per_task[-1]
-            where = f" on task {shares.index(share)}" if len(shares) > 1 else ""
             log.warning(
-                "epoch %d: steps waited for input %.0f%% of the time%s (more than %.0f%%): the "
-                "input pipeline is the bottleneck. Cache the parsed data, parallelize or simplify "
-                "the map, prefetch, or store the data where it reads faster.", epoch + 1,
-                100 * share, where, 100 * self.stall_warning)
+                "%s",
+                stall_message(epoch + 1, self.epoch_input_wait_per_task[-1], self.stall_warning,
+                              self.batches_agreed))
 
     @property
     def steady_samples_per_sec(self) -> Optional[float]:
@@ -108,3 +108,28 @@ class ThroughputMeter(tf_keras.callbacks.Callback):
     def steady_input_wait(self) -> Optional[float]:
         shares = [s for s in (self.epoch_input_wait[1:] or self.epoch_input_wait) if s is not None]
         return sum(shares) / len(shares) if shares else None
+
+
+def stall_message(epoch: int, shares: list[float], threshold: float, batches_agreed: bool) -> str:
+    """The warning of an epoch whose largest input-wait share (of `shares`, one per task) passed
+    `threshold`. Under MultiWorkerMirroredStrategy the workers agree on every batch of an input
+    that may end in a partial batch (Keras's NumPy input; tf.distribute's get_next_as_optional
+    all-reduces "has data" inside the fetch), so a task also waits there for a slower one: measured
+    (2026-11-27, 2 workers, rank 1 sleeping 50 ms after each step) rank 0 "waited for input"
+    70-78 % of each epoch. Where some task waited little and another much, the wait need not be
+    the pipeline's: both readings are named, with the task that waited least."""
+    share = max(shares)
+    where = f" on task {shares.index(share)}" if len(shares) > 1 else ""
+    head = (f"epoch {epoch}: steps waited for input {100 * share:.0f}% of the time{where} (more "
+            f"than {100 * threshold:.0f}%)")
+    pipeline = ("Cache the parsed data, parallelize or simplify the map, prefetch, or store the "
+                "data where it reads faster.")
+    least = min(shares)
+    if not batches_agreed or len(shares) < 2 or least > threshold:
+        return f"{head}: the input pipeline is the bottleneck. {pipeline}"
+    slow = shares.index(least)
+    return (f"{head}; task {slow} waited {100 * least:.0f}%. Under multi_worker the tasks agree on "
+            f"each batch of an input with a last partial batch (NumPy arrays in fit), so this is "
+            f"either a wait for task {slow}, which is slower (a busier node, a slower device, "
+            f"more work per step), or, with an input that needs no agreement (rt.dataset, a "
+            f"repeated dataset), task {shares.index(share)}'s own input pipeline: {pipeline}")
