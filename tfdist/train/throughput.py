@@ -21,8 +21,9 @@ class ThroughputMeter(tf_keras.callbacks.Callback):
     (tfdist.train.input_wait); where that cannot be done the share is None and the rate comes from
     `global_batch_size` (None without it). With `gather` (an engine's gather_floats: one row per
     task), the samples are every task's and the share is the largest of all tasks': in synchronous
-    training the others wait for that task in the all-reduce instead, so their own input waits
-    hide the stall. Both go into the epoch's Keras logs (so History and the verbose=2 line show
+    training the others wait for that task in the gradients' all-reduce instead, so their own
+    input waits hide the stall (unless the tasks agree on each batch: `batches_agreed`). Both go
+    into the epoch's Keras logs (so History and the verbose=2 line show
     them). `warn`: a warning when the share passes `stall_warning`, from the second epoch of a fit
     on (the first also fills the pipeline and traces the step). The steady figures leave out the
     first epoch. `batches_agreed`: the tasks may agree on each batch inside its fetch (several
