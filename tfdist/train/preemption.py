@@ -166,8 +166,6 @@ class StepPreemptionHandler(PreemptionHandler):
     `check_steps`, at most `max_steps` steps) and sends it with each agreement: small fast steps
     do not pay for a collective each, and a signal is acted on within about check_seconds."""
 
-    _supports_tf_logs = True  # reads no logs: Keras need not fetch them after every step
-
     def __init__(self,
                  engine,
                  checkpoint: Optional[TrainingCheckpoint] = None,
@@ -177,6 +175,9 @@ class StepPreemptionHandler(PreemptionHandler):
                  check_seconds: float = 1.0,
                  max_steps: int = 1000):
         super().__init__(engine, checkpoint, requeue)
+        # Reads no logs: tf-keras need not fetch them to the host after every step. On the
+        # instance: tf-keras's Callback.__init__ sets it False there (a class attribute is hidden).
+        self._supports_tf_logs = True
         if check_steps < 1:
             raise ConfigError(f"check_steps={check_steps}: expected >= 1.")
         if not several_tasks:
