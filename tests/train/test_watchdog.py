@@ -80,6 +80,23 @@ def test_polled_steps_add_up_over_fits():
     assert w.steps == 11
 
 
+def test_a_local_counter_is_read_at_a_slow_phase():
+    """tf-keras: the steps done before a slow phase (an epoch's end, a checkpoint write) are
+    counted when it begins, so the next poll does not take them for progress in it and cut its
+    grace to T; steps after it end it."""
+    w = Watchdog(0, 20.0)
+    counter = [0]
+    w.poll_steps(lambda: counter[0], local=True)
+    counter[0] = 5  # steps done since the last poll
+    w.slow_phase()
+    assert (w.steps, w.limit()) == (5, SLOW_FLOOR)
+    w.read_steps(5.0)  # the next poll: no new step
+    assert (w.steps, w.limit()) == (5, SLOW_FLOOR)
+    counter[0] = 6
+    w.read_steps(5.0)
+    assert (w.steps, w.limit()) == (6, 20.0)
+
+
 # The tests of stall(): a watchdog thread against its 1 s deadline, whose summary depends on the
 # pace of the threads beside it (a loaded machine made one flaky): tools/run_tests.py runs them
 # in the alone part, with no other test beside them.

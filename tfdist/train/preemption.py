@@ -1,11 +1,11 @@
 """Preemption and the Slurm time limit: stop at an agreed step, checkpoint, requeue, exit 75.
 
 `sbatch --signal=USR1@60` (or a scheduler's SIGTERM) reaches every task. Each records it; about
-every second (a step count that the chief sets) the training tasks agree in one tiny collective
-whether any of them was signalled, so all stop after the same step and the collective checkpoint
-lines up. When model.fit has stopped, rank 0 requeues the Slurm job (when asked), every task waits
-for it, and model.fit raises Preempted: the process ends with status 75 unless the script catches
-it, in a user's script as in `tfdist train`.
+every CHECK_SECONDS (a step count that the chief sets) the training tasks agree in one tiny
+collective whether any of them was signalled, so all stop after the same step and the collective
+checkpoint lines up. When model.fit has stopped, rank 0 requeues the Slurm job (when asked), every
+task waits for it, and model.fit raises Preempted: the process ends with status 75 unless the
+script catches it, in a user's script as in `tfdist train`.
 
 Test-only: with TFDIST_TEST_PAUSE_AFTER_STEP=N (or N:FILE) in the environment, every task that
 runs these callbacks and starts training before global step N waits at its first preemption
@@ -38,6 +38,13 @@ log = logging.getLogger("tfdist")
 SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL, "try again": the run is resumable from its checkpoint
 PAUSE_AFTER_STEP = env_vars.TEST_PAUSE_AFTER_STEP.name  # test-only, see the module docstring
+# Seconds between the tasks' agreements. Each costs a collective, a host sync and the wait for the
+# slowest task (about +3 % CPU per sample at 1 s on the bench's small CNN); a signal is acted on
+# within it. 3 s of the 60 s that `--signal=USR1@60` gives (and of Slurm's KillWait after a
+# preemption's SIGTERM: 30 s by default, 15 s on the test cluster) leave the step's end, the
+# checkpoint and the requeue the rest.
+CHECK_SECONDS = 3.0
+MAX_CHECK_STEPS = 3000  # the interval in steps at most (fast steps: about CHECK_SECONDS at 1 ms)
 
 _caught: dict[str, Optional[int]] = {"signal": None}
 
@@ -168,17 +175,18 @@ class StepPreemptionHandler(PreemptionHandler):
     `check_steps`, at most `max_steps` steps) and sends it with each agreement: small fast steps
     do not pay for a collective each, and a signal is acted on within about check_seconds."""
 
-    _supports_tf_logs = True  # reads no logs: Keras need not fetch them after every step
-
     def __init__(self,
                  engine,
                  checkpoint: Optional[TrainingCheckpoint] = None,
                  requeue: bool = False,
                  several_tasks: bool = False,
                  check_steps: int = 10,
-                 check_seconds: float = 1.0,
-                 max_steps: int = 1000):
+                 check_seconds: float = CHECK_SECONDS,
+                 max_steps: int = MAX_CHECK_STEPS):
         super().__init__(engine, checkpoint, requeue)
+        # Reads no logs: tf-keras need not fetch them to the host after every step. On the
+        # instance: tf-keras's Callback.__init__ sets it False there (a class attribute is hidden).
+        self._supports_tf_logs = True
         if check_steps < 1:
             raise ConfigError(f"check_steps={check_steps}: expected >= 1.")
         if not several_tasks:

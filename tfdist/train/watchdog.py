@@ -3,8 +3,10 @@ of all its threads, the job names the rank(s) that stopped progressing, and the 
 status 124 (EXIT_STALLED) instead of waiting for the time limit.
 
 A thread of its own, fed by one tiny call per completed step (`step_completed`, from Keras
-callbacks of either Keras: tfdist.train.watchdog_callback) and told of slow phases (`slow_phase`:
-start, epoch ends, checkpoint writes, validation) that get a longer grace until the next step.
+callbacks of either Keras: tfdist.train.watchdog_callback), or reading a counter of completed
+steps each interval where Keras keeps one (`poll_steps`: no call per step), and told of slow
+phases (`slow_phase`: start, epoch ends, checkpoint writes, validation) that get a longer grace
+until the next step.
 No TensorFlow and no Keras here: a thread can still run while the main thread is blocked in a
 TensorFlow collective (TensorFlow releases the GIL while it executes), and ends the process with
 os._exit, which needs nothing from TensorFlow.
@@ -131,6 +133,8 @@ class Watchdog:
         self._ending = threading.Lock()
         self._source: Optional[Callable[[], int]] = None
         self._polled_from = 0  # self.steps when polling began
+        self._local = False  # the polled source answers at once (a variable in this process)
+        self._count = threading.Lock()  # a polled count against a slow phase's
 
     # -- fed by the training loop (keep them tiny: they run after every step) --
     def step_completed(self) -> None:
@@ -144,19 +148,30 @@ class Watchdog:
         self._slow = False
 
     def slow_phase(self) -> None:
-        self._last = time.monotonic()
-        self._slow = True
+        with self._count:
+            if self._source is not None and self._local:
+                # The steps done before the phase are counted now: the next poll must not take
+                # them for progress in it (and cut the phase's grace to T).
+                self._take(_call_with_timeout(self._source, COUNT_TIMEOUT))
+            self._last = time.monotonic()
+            self._slow = True
 
-    def poll_steps(self, source: Optional[Callable[[], int]]) -> None:
-        """Read the completed steps from `source` each interval instead of being fed (where
-        the loop's hooks see steps scheduled, not completed: parameter_server's chief).
-        `source` counts the steps of this fit, from 0; None: be fed again."""
-        self._source, self._polled_from = source, self.steps
+    def poll_steps(self, source: Optional[Callable[[], int]], local: bool = False) -> None:
+        """Read the completed steps from `source` each interval instead of being fed: where
+        Keras counts them (tf-keras's step counter: no call per step), and where the loop's
+        hooks see steps scheduled, not completed (parameter_server's chief). `source` counts the
+        steps of this fit, from 0; None: be fed again. `local`: it answers at once (a variable
+        of this process): slow_phase() reads it first."""
+        self._source, self._polled_from, self._local = source, self.steps, local
 
     def read_steps(self, timeout: float) -> None:
         """Take the completed steps from the polled source now, waiting up to `timeout` s for
         it (also at an epoch's end, when every scheduled step has run: the count is exact)."""
         done = _call_with_timeout(self._source, timeout) if self._source is not None else None
+        with self._count:
+            self._take(done)
+
+    def _take(self, done: Optional[int]) -> None:
         if done is not None and self._polled_from + done > self.steps:
             self.steps, self._last, self._slow = self._polled_from + done, time.monotonic(), False
 

@@ -1,10 +1,13 @@
 """The Keras side of the progress watchdog: fit's hooks feed tfdist.train.watchdog.Watchdog.
 
 Only the standard hooks (a Keras 3 callback adapter can forward them as they are, or call
-`watchdog.step_completed()` / `watchdog.slow_phase()` itself), and under parameter_server the
-counter of finished steps that tfdist.keras_compat.train_counter finds. Put it first in
-the list, so the other callbacks' epoch-end work (checkpoints, TensorBoard) gets the slow-phase
-grace.
+`watchdog.step_completed()` / `watchdog.slow_phase()` itself), and the counter of finished steps
+that tfdist.keras_compat.train_counter finds (tf-keras's own; tfdist's under parameter_server):
+where there is one, the watchdog's thread reads it and no training step calls the callback, so
+tf-keras runs no per-batch callback machinery for it. Keras 3 (outside parameter_server) has no
+such counter and calls every callback's batch hooks anyway: there the hook feeds the watchdog.
+Put it first in the list, so the other callbacks' epoch-end work (checkpoints, TensorBoard) gets
+the slow-phase grace.
 """
 
 from __future__ import annotations
@@ -30,20 +33,36 @@ class WatchdogCallback(tf_keras.callbacks.Callback):
         # An instance attribute: Callback.__init__ sets it False on the instance.
         self._supports_tf_logs = True
         self.watchdog = watchdog
+        self._polled = self._scheduled = False
+
+    def set_model(self, model):
+        super().set_model(model)
+        # tf-keras's CallbackList asks _implements_train_batch_hooks after set_model.
+        self._polled = train_counter(model) is not None
+
+    def _implements_train_batch_hooks(self):
+        """tf-keras: no per-batch callback machinery for this callback where the watchdog reads
+        the counter (Keras 3 does not ask: it calls every callback's batch hooks)."""
+        return not self._polled
 
     def on_train_begin(self, logs=None):
-        # parameter_server: the hooks run as steps are scheduled (the queue holds 256K), so the
-        # watchdog reads the steps done from Keras's step counter (on a ps) instead. Not from the
-        # optimizer's: a train_step that steps optimizers of its own (a GAN) leaves that at 0,
-        # and the watchdog would end a healthy run.
-        # tf-keras has the counter; tfdist's fit for Keras 3 makes one before the callbacks start.
+        # The watchdog's thread reads the steps done from Keras's step counter where there is
+        # one: tf-keras's (fit has just set it to 0), exact (incremented after each step's
+        # outputs) and no call per step. parameter_server needs it: the hooks run as steps are
+        # scheduled (the queue holds 256K); there the counter is on a ps. Not the optimizer's
+        # counter: a train_step that steps optimizers of its own (a GAN) leaves that at 0, and
+        # the watchdog would end a healthy run.
+        # tfdist's fit for Keras 3 under parameter_server makes one before the callbacks start.
         counter = train_counter(self.model)
         self._scheduled = getattr(self.model, "_cluster_coordinator", None) is not None
-        self.watchdog.poll_steps((lambda: int(counter.numpy())) if self._scheduled else None)
+        self._polled = counter is not None
+        self.watchdog.poll_steps((lambda: int(counter.numpy())) if self._polled else None,
+                                 local=not self._scheduled)
         self.watchdog.start()
 
     def on_train_batch_end(self, batch, logs=None):
-        if not self._scheduled:
+        # Called where another callback turns tf-keras's batch hooks on: counted once, polled.
+        if not self._polled:
             self.watchdog.step_completed()
 
     def on_test_batch_end(self, batch, logs=None):
