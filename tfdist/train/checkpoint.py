@@ -346,7 +346,12 @@ class StepCheckpoint(TrainingCheckpoint):
     """TrainingCheckpoint that also saves every `save_steps` steps. A separate class because
     batch-level callbacks are refused under ParameterServerStrategy."""
 
-    _supports_tf_logs = True  # reads no logs: Keras need not fetch them after every step
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Reads no logs: Keras need not fetch them after every step. On the instance: tf-keras's
+        # Callback.__init__ sets it False there, which hid a class attribute (logs fetched to the
+        # host after every step).
+        self._supports_tf_logs = True
 
     def on_train_batch_end(self, batch, logs=None):
         global_step = self.global_step(self._epoch, batch + 1)
