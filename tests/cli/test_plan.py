@@ -162,6 +162,7 @@ def fake_plan(**changes):
                 replicas=lr_table(0.1, 32, (1, 4), "linear"),
                 lr=0.1,
                 lr_scaling="linear",
+                lr_course=dict(warmup_epochs=0.0, schedule="constant"),
                 strategy="auto",
                 keras=3,
                 pipeline="synthetic",
@@ -182,7 +183,13 @@ def test_text_says_what_each_flag_changed():
             "given)\n" in plan_cli.text(fake_plan(input_from_pipeline=False)))
     # --lr_scaling: the column train trains with
     assert "tfdist train scales it by --lr_scaling=linear" in base
-    assert base.splitlines()[-1].split()[-1] == "0.4"  # N=4, linear
+    assert base.splitlines()[-1].split()[-1] == "0.4"  # N=4, linear: no line of the course
+    # --warmup_epochs and --lr_schedule: a line under the table
+    warm = plan_cli.text(fake_plan(lr_course=dict(warmup_epochs=5.0, schedule="cosine")))
+    assert warm.splitlines()[-1].startswith(
+        "  tfdist train ramps the rate linearly from --lr=0.1 "
+        "to the `train: linear` column's rate over the first 5 "
+        "epochs (--warmup_epochs), then decays it along a cosine")
     sqrt = plan_cli.text(fake_plan(lr_scaling="sqrt", replicas=lr_table(0.1, 32, (1, 4), "sqrt")))
     assert "--lr_scaling=sqrt" in sqrt and "train: sqrt" in sqrt
     assert sqrt.splitlines()[-1].split()[-1] == "0.2"

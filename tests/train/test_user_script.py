@@ -76,7 +76,7 @@ def test_stopped_user_script_resumes_to_the_same_weights(strategy, keras, tmp_pa
     out = head + out
     assert status == 75, out[-3000:]
     # Both stopped after the same step of epoch 2, at their next agreement or the epoch's end.
-    assert re.search(r"\[0\] tfdist: warning: preempted (at epoch 2, step \d+|after epoch 2);",
+    assert re.search(r"\[0\] tfdist: warning: preempted (at step \d+ of epoch 2|after epoch 2);",
                      out), out[-3000:]
     assert "[1] tfdist: warning: preempted" in out
     assert not (stopped / "metrics.json").exists() and f"{SCRIPTS[keras]}:" not in out
