@@ -159,7 +159,8 @@ class PreemptionHandler(tf_keras.callbacks.Callback):
         self.engine.barrier()
         # The checkpoint's position as the resume line writes it: epochs done, steps into the next.
         at = f"after epoch {epoch}" if step == 0 else f"at step {step} of epoch {epoch + 1}"
-        saved = f"{self.saved} (epoch {epoch}, step {step})" if self.saved else "none"
+        saved = (f"{self.saved} (epoch {epoch}, step {step})" if self.saved else "the chief's"
+                 if self.checkpoint is not None and not self.engine.is_chief else "none")
         message = (f"preempted {at}; checkpoint: {saved}. " +
                    ("The job was requeued and resumes from it." if requeued else
                     (f"{failed}. " if failed else "") + RERUN))
