@@ -90,8 +90,7 @@ def test_resume_after_sigterm_equals_uninterrupted(n, straight, tmp_path):
     assert "Re-run the same command" in out
     assert not (stopped / "metrics.json").exists()
     # The checkpoint the preemption wrote (the chief's; a worker names it or "the chief's") is the
-    # one resumed,
-    # not an older step checkpoint.
+    # one resumed, not an older step checkpoint.
     saved = set(
         re.findall(r"preempted [^;]*; checkpoint: (\S+)(?: \(epoch \d+, step \d+\))?\. ",
                    out)) - {"none"}
