@@ -27,6 +27,9 @@
 #   DOCTOR       quick (default: roles, ports, hosts, GPUs, model dir), full (+ TensorFlow and
 #                Horovod imports, ~20 s), 0 (no pre-flight)
 #   SRUN_ARGS    extra srun options, e.g. "--distribution=cyclic"
+#   TF_CPP_MIN_LOG_LEVEL  TensorFlow's C++ log level: yours if set, else 2 (its errors only; 0 with
+#                TFDIST_VERBOSE=1), as tfdist.init() sets it where tfdist is imported before
+#                TensorFlow: here also for a script that imports Keras first
 
 tfdist_log() { echo "tfdist job: $*"; }
 tfdist_die() {
@@ -87,6 +90,12 @@ tfdist_job() {
         export PATH
     fi
     export PYTHONUNBUFFERED=1
+    # tfdist.logs.tf_cpp_level's rule, before any task's TensorFlow loads: a script that imports
+    # keras before tfdist would print ~15 INFO lines per task (oneDNN, CPU features, CUDA stubs).
+    if [[ -z ${TF_CPP_MIN_LOG_LEVEL+set} ]]; then
+        [[ ${TFDIST_VERBOSE:-0} == 0 ]] && TF_CPP_MIN_LOG_LEVEL=2 || TF_CPP_MIN_LOG_LEVEL=0
+        export TF_CPP_MIN_LOG_LEVEL
+    fi
     # Read by tfdist train and by rt.callbacks(model_dir=...) in your own script alike.
     export TFDIST_REQUEUE=${REQUEUE:-1}
     MODEL_DIR=$(realpath -m -- "${MODEL_DIR:-runs/${SLURM_JOB_NAME:-tfdist}-$SLURM_JOB_ID}")
