@@ -5,6 +5,10 @@ The `tfdist` commands print a TfdistError's message without a traceback and exit
 any other exception is a bug or TensorFlow's own error and shows its traceback.
 """
 
+# Where a stopped run resumes from, in every message that says how: the script's or tfdist
+# train's --model_dir, or the job's MODEL_DIR.
+SAME_RUN_DIRECTORY = "the same run directory (--model_dir or MODEL_DIR)"
+
 
 class TfdistError(Exception):
     """A set-up or run that cannot work. The message stands on its own in a job log: it names the

@@ -190,15 +190,14 @@ def course_text(plan: dict) -> str:
     warmup, schedule = course["warmup_epochs"], course["schedule"]
     if warmup <= 0 and schedule == "constant":
         return ""
-    then = {
-        "constant":
-        "keeps it",
-        "cosine":
-        "decays it along a cosine to 0 at the last epoch (--epochs)",
-        "step":
-        f"multiplies it by {course.get('decay_rate', 0):g} every "
-        f"{course.get('decay_epochs', 0):g} epochs (--lr_decay_rate, --lr_decay_epochs)",
-    }[schedule]
+    if schedule == "step":  # lr_course gives the step schedule its interval and factor
+        then = (f"multiplies it by {course['decay_rate']:g} every {course['decay_epochs']:g} "
+                "epochs (--lr_decay_rate, --lr_decay_epochs)")
+    else:
+        then = {
+            "constant": "keeps it",
+            "cosine": "decays it along a cosine to 0 at the last epoch (--epochs)"
+        }[schedule]
     column = f"`train: {plan['lr_scaling']}` column's rate"
     start = (f"ramps the rate linearly from --lr={plan['lr']:g} to the {column} over the first "
              f"{warmup:g} epochs (--warmup_epochs), then "

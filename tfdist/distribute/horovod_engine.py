@@ -30,7 +30,7 @@ from tfdist.distribute import layer_statistics
 from tfdist.distribute.defaults import COMPRESSIONS
 from tfdist.distribute.engine import Engine
 from tfdist.distribute.horovod_setup import HorovodSetupError, import_horovod_keras
-from tfdist.errors import ConfigError
+from tfdist.errors import SAME_RUN_DIRECTORY, ConfigError
 
 log = logging.getLogger("tfdist")
 
@@ -225,11 +225,9 @@ class HorovodEngine(Engine):
             return None
         size, rank = self.cluster.world_size, self.cluster.rank
         who = f"rank {1 - rank}" if size == 2 else "another rank"
-        return (
-            f"Horovod shut down while rank {rank} of {size} was training: {who} stopped or "
-            "lost its connection (the first failing rank's log has the cause). Training stops "
-            "here; re-run with the same run directory (--model_dir or MODEL_DIR) to resume from "
-            "the last checkpoint.")
+        return (f"Horovod shut down while rank {rank} of {size} was training: {who} stopped or "
+                "lost its connection (the first failing rank's log has the cause). Training stops "
+                f"here; re-run with {SAME_RUN_DIRECTORY} to resume from the last checkpoint.")
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         gathered = self.hvd.allgather(tf.constant([values], tf.float32),

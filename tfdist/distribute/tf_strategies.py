@@ -21,7 +21,7 @@ from tfdist.distribute.defaults import (COLLECTIVES, DEFAULT_BYTES_PER_PACK,
                                         DEFAULT_COLLECTIVE_TIMEOUT)
 from tfdist.distribute import layer_statistics
 from tfdist.distribute.engine import Capabilities, Engine, LateInitError
-from tfdist.errors import ConfigError, TfdistError
+from tfdist.errors import SAME_RUN_DIRECTORY, ConfigError, TfdistError
 
 log = logging.getLogger("tfdist")
 
@@ -145,8 +145,8 @@ def explain_lost_task(error: BaseException,
         reason = "socket closed" if "Socket closed" in text else type(error).__name__
         return (f"Lost {task_type} {index} (rank {order.index((task_type, index))}, {address}): "
                 f"{reason} while this task ({me['type']} {me['index']}) was training. That task "
-                "died or its node failed; check its log. Training stops here; re-run with the "
-                "same run directory (--model_dir or MODEL_DIR) to resume from the last checkpoint.")
+                "died or its node failed; check its log. Training stops here; re-run with "
+                f"{SAME_RUN_DIRECTORY} to resume from the last checkpoint.")
     return None
 
 

@@ -18,11 +18,10 @@ from typing import Optional
 from tfdist import env_vars
 from tfdist.cluster.requeue import RequeueFailed, requeue
 from tfdist.cluster.slurm import requeue_wanted
-from tfdist.errors import ConfigError
+from tfdist.errors import SAME_RUN_DIRECTORY, ConfigError
 
 log = logging.getLogger("tfdist")
-# What resumes: the script's or tfdist train's --model_dir, or the job's MODEL_DIR, again.
-RERUN = "Re-run the same command with the same run directory (--model_dir or MODEL_DIR) to resume."
+RERUN = f"Re-run the same command with {SAME_RUN_DIRECTORY} to resume."
 
 MAX_RESTARTS_ENV = env_vars.MAX_RESTARTS.name
 DEFAULT_MAX_RESTARTS = 2
