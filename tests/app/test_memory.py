@@ -26,9 +26,9 @@ def policy():
 @pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16"])
 def test_bundled_models_match_keras_count_params_exactly(name, precision, policy):
     policy(precision)
-    model = build_model(name, (8, 8, 1), 10)
+    model = build_model(name, (8, 8, 1), 10, tf_keras)
     trainable = count_params(model.trainable_weights)
-    adam = model_memory(model, make_optimizer("adam", 0.01))
+    adam = model_memory(model, make_optimizer("adam", 0.01, tf_keras))
     assert adam.params == model.count_params()
     assert adam.trainable_params == trainable
     assert adam.weight_bytes == 4 * model.count_params()  # variables stay float32
@@ -36,7 +36,8 @@ def test_bundled_models_match_keras_count_params_exactly(name, precision, policy
     # The built Adam: m and v per trainable variable, plus its int64 step counter.
     assert adam.slot_bytes == 2 * 4 * trainable + 8
     assert adam.compute_copy_bytes == (0 if precision == "float32" else 2 * trainable)
-    sgd = model_memory(build_model(name, (8, 8, 1), 10), make_optimizer("sgd", 0.01))
+    sgd = model_memory(build_model(name, (8, 8, 1), 10, tf_keras),
+                       make_optimizer("sgd", 0.01, tf_keras))
     assert sgd.slot_bytes == 4 * trainable + 8  # momentum
 
 
@@ -48,7 +49,7 @@ def test_activations_are_every_layer_output_once_and_twice_the_largest(policy):
     flat_in = layers.Input((4, ))
     flat = tf_keras.Model(flat_in, layers.Dense(2)(layers.Dense(3)(flat_in)))
     for model in (nested, flat):
-        mem = model_memory(model, make_optimizer("sgd", 0.1))
+        mem = model_memory(model, make_optimizer("sgd", 0.1, tf_keras))
         assert mem.forward_bytes_per_sample == 4 * (4 + 3 + 2)  # input, two outputs
         assert mem.backward_bytes_per_sample == 2 * 4 * 4  # the largest: the input
         assert mem.activation_bytes_per_sample == 36 + 32
@@ -57,7 +58,8 @@ def test_activations_are_every_layer_output_once_and_twice_the_largest(policy):
     low_in = layers.Input((4, ))
     low = tf_keras.Model(low_in, layers.Dense(2, dtype="float32")(layers.Dense(3)(low_in)))
     # float32 input, bfloat16 hidden output, float32 logits
-    assert model_memory(low, make_optimizer("sgd", 0.1)).forward_bytes_per_sample == 16 + 6 + 8
+    assert model_memory(low, make_optimizer("sgd", 0.1,
+                                            tf_keras)).forward_bytes_per_sample == 16 + 6 + 8
 
 
 def test_bytes_per_strategy_and_the_largest_batch():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import keras_environ, launch, requires_horovod
-from tfdist.app.schedules import WarmupSchedule
+from tfdist.app.schedules import warmup_schedule
 
 SCRIPT = str(Path(__file__).parent / "warmup_script.py")
 
@@ -19,7 +19,10 @@ def expected(lr, n, warmup_steps, total):
     ]
 
 
-def test_schedule_formula():
+@pytest.mark.parametrize("keras", [2, 3])
+def test_schedule_formula(keras):
+    WarmupSchedule = warmup_schedule(keras)
+    assert WarmupSchedule is warmup_schedule(keras)  # one class a Keras: registered once
     s = WarmupSchedule(0.1, 0.4, 4, "cosine", total_steps=8)
     assert [round(float(s(k)), 6)
             for k in range(9)] == [0.1, 0.175, 0.25, 0.325, 0.4, 0.341421, 0.2, 0.058579, 0.0]

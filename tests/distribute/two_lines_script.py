@@ -12,7 +12,8 @@ then differ per worker unless averaged), `epochs=N` (default 2), `dataset`: the 
 a repeated, shuffled, batched tf.data.Dataset and `steps_per_epoch=20`, no validation (what
 ParameterServerStrategy's fit takes: there only the chief runs the script past init()).
 OUT.<rank>.npz also holds `epochs_run`, the epochs this fit trained (fewer where it resumed), and
-`device`, the device of the model's first variable."""
+`device`, the device of the model's first variable, and `tf_keras_loaded`, whether anything
+imported tf-keras."""
 
 import contextlib
 import os
@@ -92,6 +93,7 @@ np.savez(
     replicas=model.distribute_strategy.num_replicas_in_sync,
     epochs_run=len(history.history["loss"]),
     device=getattr(FIRST, "device", None) or FIRST.value.device,  # Keras 3's: its value's
+    tf_keras_loaded="tf_keras" in sys.modules,
     *model.get_weights(),
     **{
         f"initial_{i}": w

@@ -100,7 +100,7 @@ def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
     log.info("evaluator: evaluating the checkpoints in %s until the chief finishes", cfg.model_dir)
     keras = keras_module(cfg.keras)
     evaluations = evaluate_checkpoints(cfg.model_dir,
-                                       lambda: compiled_model(cfg.model, info, keras=keras),
+                                       lambda: compiled_model(cfg.model, info, "sgd", keras),
                                        lambda: _test_split(pipeline, cfg), rt.engine.chief_finished)
     return {"rank": rt.rank, "role": "evaluator", "evaluations": evaluations}
 
@@ -163,7 +163,7 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
     # program's default one): the same on every engine, and no collective that a task could miss
     # (only the chief saves it).
     with outside():
-        local = compiled_model(cfg.model, info, keras=keras)
+        local = compiled_model(cfg.model, info, "sgd", keras)
         local.set_weights(model.get_weights())
         test_loss, test_accuracy = local.evaluate(_test_split(pipeline, cfg), verbose=0)
         if rt.is_chief and cfg.model_dir:

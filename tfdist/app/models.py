@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-import tf_keras
-
 from tfdist.errors import ConfigError
 
 # Each builder takes the Keras to build with (`keras`: tf_keras, or Keras 3's `keras` module; both
-# offer the same names for what is used here).
+# offer the same names for what is used here), so that neither is imported for the other's run.
 
 
-def cnn(input_shape, num_classes, keras=tf_keras):
+def cnn(input_shape, num_classes, keras):
     """The digits CNN: two convolutions, one hidden dense layer (no dropout: exact replays)."""
     layers = keras.layers
     return keras.Sequential([
@@ -27,7 +25,7 @@ def cnn(input_shape, num_classes, keras=tf_keras):
                             name="cnn")
 
 
-def mlp(input_shape, num_classes, keras=tf_keras):
+def mlp(input_shape, num_classes, keras):
     layers = keras.layers
     return keras.Sequential([
         layers.Input(input_shape),
@@ -39,7 +37,7 @@ def mlp(input_shape, num_classes, keras=tf_keras):
                             name="mlp")
 
 
-def resnet_small(input_shape, num_classes, keras=tf_keras, width=32, blocks=3):
+def resnet_small(input_shape, num_classes, keras, width=32, blocks=3):
     """A small ResNet (three residual blocks), the benchmark model that fits a 2-core machine."""
     layers = keras.layers
     inputs = layers.Input(input_shape)
@@ -57,7 +55,7 @@ def resnet_small(input_shape, num_classes, keras=tf_keras, width=32, blocks=3):
     return keras.Model(inputs, layers.Dense(num_classes)(x), name="resnet_small")
 
 
-def resnet50(input_shape, num_classes, keras=tf_keras):
+def resnet50(input_shape, num_classes, keras):
     """Keras applications' ResNet-50 with random weights (nothing is downloaded)."""
     layers = keras.layers
     inputs = layers.Input(input_shape)
@@ -81,7 +79,7 @@ MODELS: dict[str, Callable] = {
 }
 
 
-def build_model(name: str, input_shape, num_classes: int, keras=tf_keras):
+def build_model(name: str, input_shape, num_classes: int, keras):
     """A fresh, uncompiled model of `keras` (tf_keras or Keras 3's module); outputs logits."""
     if name not in MODELS:
         raise ConfigError(f"Unknown model {name!r}: expected one of {', '.join(MODELS)} (--model).")
@@ -94,7 +92,7 @@ def build_model(name: str, input_shape, num_classes: int, keras=tf_keras):
     return model
 
 
-def compile_classifier(model, optimizer="sgd", keras=tf_keras):
+def compile_classifier(model, optimizer, keras):
     """`model` (logits out) compiled as `tfdist train` trains it: cross-entropy, accuracy."""
     model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -102,7 +100,7 @@ def compile_classifier(model, optimizer="sgd", keras=tf_keras):
     return model
 
 
-def compiled_model(name: str, info: dict, optimizer="sgd", keras=tf_keras):
+def compiled_model(name: str, info: dict, optimizer, keras):
     """`tfdist train`'s model for a pipeline's `info`, compiled for its classes (a plain copy, for
     evaluation, with the default optimizer)."""
     return compile_classifier(build_model(name, info["input_shape"], info["num_classes"], keras),

@@ -88,8 +88,8 @@ def make_plan(o: PlanOptions) -> dict[str, Any]:
     check_lr_course(o.lr_schedule, o.lr_decay_epochs)
     tf_keras.mixed_precision.set_global_policy(o.mixed_precision)
     shape, classes, pipeline_options = _input(o)
-    model = build_model(o.model, shape, classes)
-    optimizer = make_optimizer(o.optimizer, o.lr)
+    model = build_model(o.model, shape, classes, tf_keras)
+    optimizer = make_optimizer(o.optimizer, o.lr, tf_keras)
     if o.mixed_precision == "mixed_float16":  # what compile does: dynamic loss scaling
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
     mem = memory.model_memory(model, optimizer)
@@ -147,7 +147,7 @@ def make_plan(o: PlanOptions) -> dict[str, Any]:
     }
     if o.measure:
         device = "GPU:0" if tf.config.list_logical_devices("GPU") else "CPU:0"
-        compile_classifier(model, optimizer)
+        compile_classifier(model, optimizer, tf_keras)
         measured = memory.measure_step_peak(model, batch, device=device)
         estimate = mem.replica_bytes("multi_worker", batch)
         plan["measured"] = dict(measured,

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 
 import tensorflow as tf
-import tf_keras
 
 from tfdist.errors import ConfigError
 from tfdist.app.config import OPTIMIZERS, SCHEDULES
+from tfdist.keras_compat import keras_module
 
 
 class _Warmup:
@@ -62,26 +62,26 @@ class _Warmup:
         return {name: getattr(self, name) for name in names}
 
 
-@tf_keras.utils.register_keras_serializable(package="tfdist")
-class WarmupSchedule(_Warmup, tf_keras.optimizers.schedules.LearningRateSchedule):
-    """tf-keras's (tf_keras) warmup schedule: see _Warmup."""
+_schedules: dict[int, type] = {}
 
 
-_keras3_schedule: list = []
+def warmup_schedule(keras_version: int) -> type:
+    """The warmup schedule (_Warmup) of Keras `keras_version` (2: tf-keras, 3: Keras 3), a
+    LearningRateSchedule of that Keras registered as "tfdist>WarmupSchedule"; made when first
+    asked, so that a run of one Keras does not load the other."""
+    if keras_version not in _schedules:
+        keras = keras_module(keras_version)
+        register = (keras.saving.register_keras_serializable
+                    if keras_version == 3 else keras.utils.register_keras_serializable)
+        cls = type("WarmupSchedule", (_Warmup, keras.optimizers.schedules.LearningRateSchedule), {
+            "__doc__": f"The warmup schedule of {keras.__name__}: see _Warmup.",
+            "__module__": __name__
+        })
+        _schedules[keras_version] = register(package="tfdist")(cls)
+    return _schedules[keras_version]
 
 
-def keras3_warmup_schedule():
-    """The same schedule for Keras 3 optimizers (made when first asked: Keras 3 loads then)."""
-    if not _keras3_schedule:
-        import keras
-
-        cls = type("WarmupSchedule", (_Warmup, keras.optimizers.schedules.LearningRateSchedule),
-                   {"__doc__": "Keras 3's warmup schedule: see _Warmup."})
-        _keras3_schedule.append(keras.saving.register_keras_serializable(package="tfdist")(cls))
-    return _keras3_schedule[0]
-
-
-def make_optimizer(name: str, lr, keras=tf_keras):
+def make_optimizer(name: str, lr, keras):
     """`tfdist train --optimizer`: SGD with momentum 0.9, or Adam, at rate (or schedule) lr, of
     `keras` (tf_keras or Keras 3's module)."""
     if name == "sgd":
@@ -96,7 +96,7 @@ def learning_rate(cfg, peak: float, steps: int):
     when warming up or decaying (cfg: a TrainConfig; steps: per epoch)."""
     if cfg.warmup_epochs <= 0 and cfg.lr_schedule == "constant":
         return peak
-    schedule = keras3_warmup_schedule() if cfg.keras == 3 else WarmupSchedule
+    schedule = warmup_schedule(cfg.keras)
     return schedule(start_lr=cfg.lr,
                     peak_lr=peak,
                     warmup_steps=round(cfg.warmup_epochs * steps),

@@ -12,7 +12,6 @@ import time
 from typing import Optional
 
 import tensorflow as tf
-import tf_keras
 from tensorflow.python.eager import context  # the coordination service's key-value store
 
 from tfdist.cluster import check_port_free
@@ -280,6 +279,8 @@ class ParameterServerEngine(_ClusterEngine):
 
     def distribute_dataset(self, dataset_fn):
         # Each worker builds its own input pipeline; model.fit then needs steps_per_epoch.
+        import tf_keras  # here: a Keras 3 process need not load tf-keras
+
         return tf_keras.utils.experimental.DatasetCreator(dataset_fn)
 
     def serve(self) -> None:

@@ -18,10 +18,9 @@ import logging
 import os
 from typing import Any, Callable, Optional
 
-import tf_keras
-
 from tfdist.cluster.slurm import requeue_wanted
 from tfdist.keras_compat import adapter
+from tfdist.keras_compat.callback import Callback
 from tfdist.options import check_options
 from tfdist.train.checkpoint import TrainingCheckpoint, make_checkpoint
 from tfdist.train.preemption import PreemptionHandler, StepPreemptionHandler, catch_signals
@@ -37,14 +36,14 @@ from tfdist.train.watchdog_callback import WatchdogCallback
 log = logging.getLogger("tfdist")
 
 
-class _TensorBoard(tf_keras.callbacks.Callback):
+class _TensorBoard(Callback):
     """TensorBoard logs in `log_dir` by the TensorBoard callback of the model's own Keras (it reads
     that Keras's model internals), chosen when fit hands over the model."""
 
     def __init__(self, log_dir: str):
         super().__init__()
         # tf-keras: its batch hook reads no logs (no host sync a step), so parameter_server takes
-        # it. On the instance: tf-keras's Callback.__init__ sets False there.
+        # it. On the instance: Callback.__init__ sets False there.
         self._supports_tf_logs = True
         self.log_dir = log_dir
         self.board = None
@@ -81,7 +80,7 @@ def resume_identity(engine,
     return dict(wanted, **(extra or {}))
 
 
-class _LayerStatistics(tf_keras.callbacks.Callback):
+class _LayerStatistics(Callback):
     """The model's layer statistics (BatchNormalization's moving mean and variance) averaged over
     the replicas at each epoch end (and, through the checkpoint, before each write) where each
     replica keeps its own: tfdist.distribute.layer_statistics."""

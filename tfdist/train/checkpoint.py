@@ -27,13 +27,13 @@ import tempfile
 from typing import Any, Callable, Optional
 
 import tensorflow as tf
-import tf_keras
 
 from tfdist import env_vars
 from tfdist.distribute.default_strategy import outside
 from tfdist.errors import ConfigError
 from tfdist.files import TMP_PREFIX, replacing
 from tfdist.keras_compat import adapter
+from tfdist.keras_compat.callback import Callback
 from tfdist.train.watchdog import slow_phase
 
 log = logging.getLogger("tfdist")
@@ -158,7 +158,7 @@ def check_checkpointable(optimizer) -> None:
         "'keras>=3.1'`), or build the model with tf-keras (`export TF_USE_LEGACY_KERAS=1`).")
 
 
-class TrainingCheckpoint(tf_keras.callbacks.Callback):
+class TrainingCheckpoint(Callback):
     """Save the training state at each epoch end (and every `save_steps` steps); restore it when
     training starts, continuing at the saved epoch and step. For tf-keras and Keras 3 models alike
     (Keras 3 calls the same hooks; where it starts is told through keras_compat.keras3_adapter).

@@ -24,14 +24,13 @@ import sys
 import time
 from typing import Optional
 
-import tf_keras
-
 from tfdist import env_vars
 from tfdist.cluster.requeue import RequeueFailed
 from tfdist.cluster.requeue import requeue as requeue_job
 from tfdist.errors import ConfigError
 from tfdist.train.restarts import RERUN
 from tfdist.train.checkpoint import TrainingCheckpoint, latest
+from tfdist.keras_compat.callback import Callback
 
 log = logging.getLogger("tfdist")
 
@@ -109,7 +108,7 @@ class _TestPause:
             time.sleep(0.01)
 
 
-class PreemptionHandler(tf_keras.callbacks.Callback):
+class PreemptionHandler(Callback):
     """At the end of an epoch, stop every task if any was signalled; when fit ends so, requeue
     (rank 0, with `requeue`) and raise Preempted. Put it last: the others' on_train_end run
     first. `engine`: the tasks' agreement; `checkpoint`: the one that saved (or None)."""
@@ -186,7 +185,7 @@ class StepPreemptionHandler(PreemptionHandler):
                  max_steps: int = MAX_CHECK_STEPS):
         super().__init__(engine, checkpoint, requeue)
         # Reads no logs: tf-keras need not fetch them to the host after every step. On the
-        # instance: tf-keras's Callback.__init__ sets it False there (a class attribute is hidden).
+        # instance: Callback.__init__ sets it False there (a class attribute is hidden).
         self._supports_tf_logs = True
         if check_steps < 1:
             raise ConfigError(f"check_steps={check_steps}: expected >= 1.")

@@ -25,10 +25,9 @@ import os
 import time
 from typing import Optional
 
-import tf_keras
-
 from tfdist.files import write_json
 from tfdist.keras_compat import adapter
+from tfdist.keras_compat.callback import Callback
 from tfdist.train import trace_phases
 from tfdist.train.progress_board import run_id
 from tfdist.train.watchdog import slow_phase
@@ -46,7 +45,7 @@ def summary_path(model_dir: str) -> str:
     return os.path.join(profile_dir(model_dir), "summary.json")
 
 
-class ProfileSteps(tf_keras.callbacks.Callback):
+class ProfileSteps(Callback):
     """Trace steps `steps` = (A, B) of this fit with TensorFlow's profiler when `trace`, into
     `model_dir`/profile/<rank>/; the chief (`chief`) gathers the numbers of `ranks` (those that
     trace) and writes the summary (`untraced_collectives`: trace_phases.summarize's)."""

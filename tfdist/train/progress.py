@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-import tf_keras
+from tfdist.keras_compat.callback import Callback
 
 log = logging.getLogger("tfdist")
 
@@ -18,7 +18,7 @@ def _value(name: str, value: float) -> str:
     return f"{name} {value:.4f}"
 
 
-class EpochLine(tf_keras.callbacks.Callback):
+class EpochLine(Callback):
     """`epoch 3/10: loss 0.4087 - accuracy 0.8700 - 3205 samples/s - input wait 1.4% - 0.5 s`:
     every value of the epoch's logs (put it after the callbacks that add theirs); and where
     training starts, once: `training from epoch 1/10, 22 steps each`."""

@@ -6,16 +6,15 @@ import json
 import os
 from typing import Any, Optional
 
-import tf_keras
-
 from tfdist.files import write_json
 from tfdist.keras_compat import adapter
+from tfdist.keras_compat.callback import Callback
 
 METRICS = "metrics.json"
 _METER_KEYS = ("samples_per_sec", "input_wait")  # per epoch in the meter's lists instead
 
 
-class RunSummary(tf_keras.callbacks.Callback):
+class RunSummary(Callback):
     """Collects the run's facts (`facts`: strategy, replicas, batch, ...), the meter's figures,
     the resume point and the last epoch's logs into `metrics`; when fit ends unpreempted the chief
     writes them to `path` (None: nothing is written). `add` puts more in afterwards (test

@@ -6,8 +6,7 @@ import logging
 import time
 from typing import Callable, Optional
 
-import tf_keras
-
+from tfdist.keras_compat.callback import Callback
 from tfdist.train.input_wait import count_steps, workers
 
 log = logging.getLogger("tfdist")
@@ -15,7 +14,7 @@ log = logging.getLogger("tfdist")
 STALL_WARNING = 0.10  # input waits above this share of step time: the pipeline is the bottleneck
 
 
-class ThroughputMeter(tf_keras.callbacks.Callback):
+class ThroughputMeter(Callback):
     """Global samples/s of each epoch, and `input_wait` of each epoch: the share of training time
     that steps spent waiting for their batch. Both are counted inside the step
     (tfdist.train.input_wait); where that cannot be done the share is None and the rate comes from

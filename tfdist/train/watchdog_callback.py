@@ -12,15 +12,14 @@ the slow-phase grace.
 
 from __future__ import annotations
 
-import tf_keras
-
 from tfdist.keras_compat import train_counter
+from tfdist.keras_compat.callback import Callback
 from tfdist.train.watchdog import Watchdog
 
 EPOCH_END_READ = 30.0  # seconds the epoch's end waits for the step counter on a parameter server
 
 
-class WatchdogCallback(tf_keras.callbacks.Callback):
+class WatchdogCallback(Callback):
     """Starts the watchdog with fit, feeds it each completed step (training and validation),
     stops it when fit ends. Keras calls no hook when fit raises: a script that catches an error
     of fit and goes on without training should `stop()` the watchdog (`rt.callbacks(...)

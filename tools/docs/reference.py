@@ -419,6 +419,18 @@ def _segment(found: _Found, node: ast.AST) -> str:
     return " ".join(ast.get_source_segment(found.source, node).split())
 
 
+def _base(found: _Found, node: ast.AST) -> str:
+    """A base class's name, with its module where the source imported it by its bare name (a
+    reader cannot tell tfdist's `Callback` from Keras's)."""
+    if isinstance(node, ast.Name):
+        for statement in ast.parse(found.source).body:
+            if isinstance(statement, ast.ImportFrom) and statement.module:
+                for alias in statement.names:
+                    if (alias.asname or alias.name) == node.id:
+                        return f"{statement.module}.{alias.name}"
+    return _segment(found, node)
+
+
 def _parameter(found: _Found, arg: ast.arg, default: ast.AST | None, prefix: str = "") -> str:
     text = prefix + arg.arg
     if arg.annotation is not None:
@@ -476,7 +488,7 @@ def signature(found: _Found, short: str) -> tuple[str, str]:
     if found.kind == "module":
         return "module", ""
     if found.kind == "class":
-        bases = ", ".join(f"`{_segment(found, b)}`" for b in node.bases)
+        bases = ", ".join(f"`{_base(found, b)}`" for b in node.bases)
         what = "class" + (f", bases {bases}" if bases else "")
         if "dataclass" in _decorators(node):
             return "dataclass" + what[5:], _call(short, _dataclass_fields(found))
