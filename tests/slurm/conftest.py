@@ -24,7 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests.cannot_run import cannot_run, in_ci
-from tests.helpers import PYTHON, REPO, TFDIST, clean_environ  # noqa: F401  (for the tests here)
+from tests.helpers import (  # noqa: F401  (for the tests here)
+    PYTHON, REPO, TFDIST, WAIT, clean_environ)
 
 CLUSTER_SH = REPO / "tools" / "slurm" / "cluster.sh"
 PROBES = Path(__file__).resolve().parent / "probes"
@@ -164,7 +165,7 @@ def _cannot_run_reason(platform: str = sys.platform, euid: int | None = None) ->
     return None
 
 
-def _cluster_sh(command: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def _cluster_sh(command: str, timeout: float = WAIT) -> subprocess.CompletedProcess:
     env = dict(os.environ, TFDIST_SLURM_STARTED_BY="tests")
     return subprocess.run(["bash", str(CLUSTER_SH), command],
                           capture_output=True,
@@ -221,7 +222,16 @@ def slurm(request):
     try:
         conf = _conf_dir() / "slurm.conf"
         t0 = time.monotonic()
-        proc = _cluster_sh("up")
+        try:
+            # Within the first Slurm test's pytest timeout (this fixture's set-up counts there):
+            # a start-up that hangs is reported with its output, not killed mid-apt by pytest.
+            proc = _cluster_sh("up")
+        except subprocess.TimeoutExpired as e:
+            said = [
+                o.decode(errors="replace") if isinstance(o, bytes) else (o or "")
+                for o in (e.stdout, e.stderr)
+            ]  # bytes even under text=True
+            proc = subprocess.CompletedProcess(e.cmd, f"timed out after {WAIT} s", *said)
         if proc.returncode != 0:
             logs = ""
             for log in sorted((_conf_dir() / "log").glob("*.log")):
