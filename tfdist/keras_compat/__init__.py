@@ -4,6 +4,8 @@ Keras 3 so that its models train under each strategy.
 
 - `adapter(model)`: tfdist.keras_compat.keras3_adapter or tf_keras_adapter, chosen once per model
   (Horovod's `*Impl(backend)` pattern). Engines and callbacks call it; they never ask which Keras.
+- `callback.Callback`: the base of tfdist's callbacks, of neither Keras (both `fit`s take it), so
+  that a Keras 3 process never loads tf-keras for tfdist.
 - Keras 3's corrections, applied when Keras 3 is imported (apply): multi_worker,
   parameter_server, distributed_input, replica_loss, loss_scale, csv_logger; Horovod's Keras API
   bound to tf.keras's Keras (horovod_binding) and Keras 3's Horovod optimizer and callbacks
