@@ -102,6 +102,7 @@ def test_a_script_that_built_a_tf_keras_model_first_trains(user_script):
     assert results(r.stdout)[0][:2] == ("keras", "default"), r.stdout
 
 
+@pytest.mark.newest
 @pytest.mark.parametrize("legacy,package", [(None, "keras"), ("1", "tf_keras")])
 def test_two_workers_train_the_users_keras_and_hold_the_same_model(user_script, legacy, package):
     r = subprocess.run([

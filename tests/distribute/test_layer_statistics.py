@@ -63,6 +63,7 @@ def assert_checkpointed(model_dir, final):
         assert any(np.array_equal(value, w) for n, w in final if is_statistic(n)), name
 
 
+@pytest.mark.newest
 def test_keras3_multi_worker_statistics_are_the_mean_of_every_workers(tmp_path):
     """Keras 3 alone keeps each worker's own statistics; tfdist averages them."""
     synced = train(tmp_path / "synced", "multi_worker", 3)

@@ -54,6 +54,7 @@ def assert_same_ranks(chief, other):
 
 # On the newest stack mirrored's cross-device sum runs with Keras 3: tf-keras's part of the same
 # math (its optimizer's aggregation across replicas) is test_multi_worker_two_processes[2]'s.
+@pytest.mark.newest
 @pytest.mark.parametrize("keras", [pytest.param(2, marks=pytest.mark.default_stack), 3])
 def test_mirrored_two_logical_cpus(single, keras, tmp_path):
     r = run([sys.executable, SCRIPT, "mirrored",
@@ -64,6 +65,7 @@ def test_mirrored_two_logical_cpus(single, keras, tmp_path):
     assert_same_weights(single(keras), load(tmp_path / "w.npz"), 2)
 
 
+@pytest.mark.newest
 @pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
 def test_multi_worker_two_processes(single, keras, tmp_path):
     r = launch(2,
@@ -80,6 +82,7 @@ def test_multi_worker_two_processes(single, keras, tmp_path):
 
 # tf-keras (Horovod's own Keras API); Horovod under Keras 3 trains the same math in
 # tests/horovod/test_horovod_two_lines.py[3].
+@pytest.mark.newest
 @requires_horovod
 def test_horovod_two_processes(single, tmp_path):
     r = launch(2,

@@ -58,6 +58,7 @@ def keras_flags(keras, strategy):
 # stack, which keeps the newest stack's part within CI's budget (tf-keras trains there under
 # multi_worker, mirrored and horovod in test_two_lines.py, test_same_math.py and
 # tests/horovod/test_horovod_two_lines.py).
+@pytest.mark.newest
 @pytest.mark.parametrize("keras", [3, pytest.param(2, marks=pytest.mark.default_stack)])
 @pytest.mark.parametrize(
     "strategy,n,extra,replicas",

@@ -90,11 +90,11 @@ def test_absl_script_trains_with_its_flags_and_tfdists(tmp_path):
     "script,keras",
     [
         pytest.param("horovod_keras.py", TF_KERAS, marks=pytest.mark.default_stack),
-        ("horovod_keras3.py", KERAS3),
+        pytest.param("horovod_keras3.py", KERAS3, marks=pytest.mark.newest),
         ("horovod_tape.py", TF_KERAS),
         # The GradientTape example unchanged on Keras 3 (TensorFlow's default): Horovod's
         # broadcast_variables and DistributedGradientTape take its variables through tfdist.
-        ("horovod_tape.py", KERAS3),
+        pytest.param("horovod_tape.py", KERAS3, marks=pytest.mark.newest),
     ],
     ids=["horovod_keras", "horovod_keras3", "horovod_tape", "horovod_tape_keras3"])
 def test_horovod_examples(script, keras, tmp_path):
@@ -137,7 +137,7 @@ def test_tensorflow_multi_worker_tutorial_after_tfdist_env(tutorial, tmp_path):
 # convnet, the form the README shows.
 @pytest.mark.parametrize("script", [
     pytest.param("keras_io_multi_gpu.py", marks=pytest.mark.default_stack),
-    "keras_io_mnist_convnet.py"
+    pytest.param("keras_io_mnist_convnet.py", marks=pytest.mark.newest)
 ])
 def test_keras3_scripts_with_the_two_lines(script, tmp_path):
     """Keras 3 scripts with `import tfdist` and `tfdist.init()` on 2 workers, MODEL_DIR set as

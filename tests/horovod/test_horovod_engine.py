@@ -78,7 +78,7 @@ print("ALIASING OK", case, sys.modules.get("keras"))
 @requires_horovod
 @pytest.mark.horovod
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["absent", "real", "fake"])
+@pytest.mark.parametrize("case", ["absent", pytest.param("real", marks=pytest.mark.newest), "fake"])
 def test_keras_alias_is_undone_and_horovod_callbacks_work(case):
     # tf-keras's binding: tf.keras is tf-keras, as its user exports it (Keras 3's:
     # test_horovod_keras_binding.py).

@@ -30,6 +30,7 @@ def assert_weights_close(a, b, rtol):
         np.testing.assert_allclose(np.array(wa), np.array(wb), rtol=rtol, atol=1e-7)
 
 
+@pytest.mark.newest
 def test_rt_optimizer_averages_and_the_engine_callbacks_broadcast(tmp_path):
     r0, r1 = run_pair(tmp_path, "train")
     assert (r0["rank"], r1["rank"], r0["size"]) == (0, 1, 2)
@@ -44,7 +45,7 @@ def test_rt_optimizer_averages_and_the_engine_callbacks_broadcast(tmp_path):
 @pytest.mark.parametrize(
     "mode",
     [
-        "train0",
+        pytest.param("train0", marks=pytest.mark.newest),
         # Keras's gradient_accumulation_steps (what replaces Horovod's backward_passes_per_step for
         # Keras 3): each update averages the steps' averaged gradients, as one worker's does.
         "accum",
@@ -61,6 +62,7 @@ def test_two_ranks_do_the_math_of_one_worker_with_the_global_batch(mode, tmp_pat
         np.testing.assert_allclose(r["history"]["loss"], single["history"]["loss"], rtol=1e-5)
 
 
+@pytest.mark.newest
 def test_horovods_own_keras_api_with_keras3_objects(tmp_path):
     r0, r1 = run_pair(tmp_path, "hvd_api")
     assert_weights_close(r0["weights"], r1["weights"], rtol=1e-6)

@@ -74,6 +74,7 @@ assert issubclass(hvd.callbacks.MetricAverageCallback, keras.callbacks.Callback)
 """ + FIT_WITH_HOROVOD
 
 
+@pytest.mark.newest
 def test_horovod_imported_first_binds_keras3_where_tf_keras_is_keras3():
     env = clean_environ()
     env.pop("TF_USE_LEGACY_KERAS", None)

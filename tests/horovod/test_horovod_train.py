@@ -30,6 +30,7 @@ def assert_weights_close(a, b, rtol):
         np.testing.assert_allclose(np.array(wa), np.array(wb), rtol=rtol, atol=1e-7)
 
 
+@pytest.mark.newest
 def test_two_ranks_agree_after_broadcast_and_allreduce(tmp_path):
     r0, r1 = run_pair(tmp_path, "train")
     assert (r0["rank"], r0["size"], r1["rank"], r1["size"]) == (0, 2, 1, 2)

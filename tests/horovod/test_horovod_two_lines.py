@@ -53,7 +53,7 @@ def assert_one_model(r0, r1, reference):
         np.testing.assert_allclose(saved["loss"], reference["loss"], rtol=1e-5)
 
 
-@pytest.mark.parametrize("keras", [2, 3])
+@pytest.mark.parametrize("keras", [2, pytest.param(3, marks=pytest.mark.newest)])
 def test_two_lines(keras, tmp_path):
     """One process trains three models, one after the other: on NumPy arrays with
     validation_split, on the same batches as batched tf.data datasets (fit's and

@@ -20,6 +20,7 @@ def results(proc, tmp_path, n):
 
 
 @pytest.mark.slow
+@pytest.mark.newest
 def test_multi_worker_ranks_skip_the_step_that_overflows_on_one_rank(tmp_path):
     r0, r1 = results(launch(2, PYTHON, SCRIPT, "fit", tmp_path, timeout=WAIT), tmp_path, 2)
     for r in (r0, r1):
@@ -29,6 +30,7 @@ def test_multi_worker_ranks_skip_the_step_that_overflows_on_one_rank(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.newest
 def test_mirrored_replicas_skip_the_step_that_overflows_on_one_replica(tmp_path):
     """Keras alone decides on the first replica's gradients and applies replica 1's inf: the
     weights become nan (measured with `mixed_script.py mirrored_without`)."""
@@ -38,6 +40,7 @@ def test_mirrored_replicas_skip_the_step_that_overflows_on_one_replica(tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.newest
 @pytest.mark.parametrize(
     "mode,decisions",
     [

@@ -27,6 +27,7 @@ def run_script(tmp_path, *args):
 
 
 @pytest.mark.slow
+@pytest.mark.newest
 @pytest.mark.parametrize("order", ["tfdist_first", "keras_first"])
 def test_fit_evaluate_predict_on_two_workers(order, tmp_path):
     proc, results = run_script(tmp_path, order)
@@ -42,6 +43,7 @@ def test_fit_evaluate_predict_on_two_workers(order, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.newest
 @pytest.mark.parametrize("correction,error", [
     ("symbolic_build_from_local_spec", "Attempt to convert a value (PerReplica"),
     ("reduce_metrics_leaf_by_leaf", "Invalid reduction dimension 0 for input with 0 dimensions"),
