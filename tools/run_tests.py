@@ -143,10 +143,11 @@ def main(argv: list[str]) -> int:
                           stdout=log,
                           stderr=subprocess.STDOUT,
                           stdin=subprocess.DEVNULL)
-        print(
-            f"run_tests: {name}: the Slurm tests run beside the others (pid {beside.pid}, "
-            f"output: {log_path.relative_to(REPO)}, shown when they end)",
-            flush=True)
+        if can_select(narrowed(selection, "slurm"), markers()):  # else run_part said so
+            print(
+                f"run_tests: {name}: the Slurm tests run beside the others (pid {beside.pid}, "
+                f"output: {log_path.relative_to(REPO)}, shown when they end)",
+                flush=True)
         try:
             main_status = run_part(name, "main", narrowed(selection, "not slurm and not alone"),
                                    workers() + extra).wait()
