@@ -18,7 +18,9 @@ from tfdist.train.preemption import StepPreemptionHandler
 
 STEPS_PER_EPOCH, EPOCHS, BATCH = 12, 3, 64
 SLOWDOWN = 10  # input time per batch / step time: an input-wait share of about 10/11
-MIN_DELAY = 0.03  # seconds: at least a few timer ticks and scheduler slices
+# seconds: at least a few timer ticks and scheduler slices, and waits of over a second an epoch
+# (12 steps less the 2 batches ready ahead: 1.5 s), which the warning needs (STALL_MIN_SECONDS).
+MIN_DELAY = 0.15
 AGREE_EVERY = 8  # slow input: tasks agree on preemption about every 8 steps (in seconds: 8 delays)
 # At most this many steps between agreements: a third agreement comes within the 36 steps however
 # fast the first steps after the second went (batches ready ahead can make them take no time).
@@ -92,6 +94,7 @@ def main(strategy, speed, out, cpu_devices="0"):
                 "per_task": meter.epoch_input_wait_per_task,
                 "history": history.history.get("input_wait"),
                 "samples_per_sec": meter.epoch_rates,
+                "seconds": meter.epoch_seconds,
                 "samples": meter.epoch_samples,
                 "expected_samples": STEPS_PER_EPOCH * rt.global_batch_size(BATCH),
                 "replicas": rt.num_replicas,

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests.helpers import WAIT, launch, requires_horovod, run
-from tfdist.train.throughput import STALL_WARNING
+from tfdist.train.throughput import STALL_MIN_SECONDS, STALL_WARNING
 
 # The shares and agreements are the meter's and tfdist's own: the default stack only in CI; they
 # compare the pipeline's pace with the step's: no other test beside them (tools/run_tests.py).
@@ -36,8 +36,11 @@ def test_fast_input_hardly_waits(tmp_path):
     # Measured on an AVX-512 CPU (2026-11-26): 0.038-0.084 in 9 runs and 0.103 once; the slow
     # input's are above 0.5 (below). A bound of a quarter keeps them apart on any machine.
     assert all(0 <= s < 0.25 for s in steady), result
-    # The warning is said for exactly the epochs above its share (10 %: none, mostly).
-    assert stderr.count(WARNING) == sum(s > STALL_WARNING for s in steady), (result, stderr[-3000:])
+    # The warning is said for exactly the epochs above its share (10 %: none, mostly) that waited
+    # a second or more.
+    warned = sum(s > STALL_WARNING and s * t >= STALL_MIN_SECONDS
+                 for s, t in zip(steady, result["seconds"][1:]))
+    assert stderr.count(WARNING) == warned, (result, stderr[-3000:])
     assert result["history"] == result["input_wait"]  # also in the epoch logs (History)
     # The samples are counted inside the steps: every epoch's, of every task.
     assert result["samples"] == [result["expected_samples"]] * 3, result
@@ -115,9 +118,11 @@ def test_slow_input_under_parameter_server(tmp_path):
 
 @pytest.mark.slow
 def test_a_wait_for_a_slower_task_is_not_blamed_on_the_pipeline(tmp_path):
-    """Rank 1 takes 50 ms more per step outside the step; rank 0 waits for it at each batch's
-    agreement, inside its fetch (measured 2026-11-27: 70-78 % of each epoch, before reported as
-    "the input pipeline is the bottleneck"). The warning names rank 1, which hardly waited."""
+    """Rank 1 takes 250 ms more per step outside the step; rank 0 waits for it at each batch's
+    agreement, inside its fetch (measured 2026-11-27 with 50 ms: 70-78 % of each epoch, before
+    reported as "the input pipeline is the bottleneck"). The warning names rank 1, which hardly
+    waited (50 ms, 3 CPU hogs on 2 cores: once 33 % against rank 0's 58 %: rank 0's steps fell
+    behind that much; 250 ms keeps rank 1 the slower however loaded the machine)."""
     script = __file__.replace("test_input_wait.py", "slow_task_script.py")
     r = launch(2, sys.executable, script, timeout=WAIT)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
