@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from tfdist import import_hooks
-from tfdist.keras_compat.modules import ADAPTERS, CSV_LOGGER, LOSS_SCALE, TRAINER
+from tfdist.keras_compat.modules import ADAPTERS, CSV_LOGGER, LOSS_SCALE, METRIC, TRAINER
 
 
 def _correct_trainer(trainer) -> None:
@@ -40,12 +40,19 @@ def _correct_csv_logger(module) -> None:
     csv_logger.apply(module)
 
 
+def _correct_metric(module) -> None:
+    from tfdist.keras_compat import metric_sync
+
+    metric_sync.apply(module)
+
+
 # Keras module -> the correction applied to it once executed.
 CORRECTIONS = {
     TRAINER: _correct_trainer,
     LOSS_SCALE: _correct_loss_scale,
     ADAPTERS: _correct_adapters,
     CSV_LOGGER: _correct_csv_logger,
+    METRIC: _correct_metric,
 }
 
 
