@@ -41,6 +41,7 @@ def main():
     # tfdist: the run directory (the jobs/ scripts set $MODEL_DIR)
     parser.add_argument("--model_dir", default=os.environ.get("MODEL_DIR", "runs/keras3_digits"))
     parser.add_argument("--verbose", type=int, default=2, help="Keras's fit verbosity")
+    parser.add_argument("--steps_per_execution", type=int, default=1, help="Keras's compile option")
     args = parser.parse_args()
 
     x, y = load_digits(return_X_y=True)
@@ -66,7 +67,8 @@ def main():
         model.compile(
             optimizer=rt.optimizer(optimizer),  # tfdist: (Horovod wraps it)
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-            metrics=["accuracy"])
+            metrics=["accuracy"],
+            steps_per_execution=args.steps_per_execution)
     steps = len(x_train) // rt.global_batch_size(args.batch_size)  # tfdist: global batch
     # tfdist: checkpoints, resume, preemption, samples/s, TensorBoard, metrics.json
     callbacks = rt.callbacks(model_dir=args.model_dir, batch_size=args.batch_size)

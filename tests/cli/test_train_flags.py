@@ -20,9 +20,9 @@ def test_flags_reach_the_train_config():
         "--lr_schedule=cosine", "--lr_decay_epochs=2", "--lr_decay_rate=0.5", "--optimizer=adam",
         "--mixed_precision=mixed_bfloat16", "--model_dir=/tmp/x", "--checkpoint_steps=7",
         "--requeue", "--notensorboard", "--nometer", "--nopreemption", "--seed=9", "--noshuffle",
-        "--steps_per_epoch=11", "--data_dir=/tmp/d", "--port=25000", "--bytes_per_pack=1024",
-        "--collective=nccl", "--task_gpus=share", "--nogpu_memory_growth", "--restart",
-        "--pipeline_option=shape=8,8,1", "--pipeline_option=num_train=64"
+        "--steps_per_epoch=11", "--steps_per_execution=4", "--data_dir=/tmp/d", "--port=25000",
+        "--bytes_per_pack=1024", "--collective=nccl", "--task_gpus=share", "--nogpu_memory_growth",
+        "--restart", "--pipeline_option=shape=8,8,1", "--pipeline_option=num_train=64"
     ]
     verbosity = absl_logging.get_verbosity()  # parsing --verbosity changes absl's logger level
     flags.FLAGS.unparse_flags()
@@ -57,6 +57,7 @@ def test_flags_reach_the_train_config():
                               seed=9,
                               shuffle=False,
                               steps_per_epoch=11,
+                              steps_per_execution=4,
                               data_dir="/tmp/d",
                               pipeline_options={
                                   "shape": "8,8,1",

@@ -21,6 +21,8 @@ epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 8
 rt = tfdist.init(strategy="parameter_server", evaluator=True)  # ps, workers serve here and exit
 (x_train, y_train), (x_test, y_test) = digits_data.load_data()
 model_dir = os.path.join(out_dir, "run")
+# 4 steps in each scheduled call: an epoch of 50 steps is 12 calls of 4 and one of the 2 left.
+SPE = 4
 
 
 def build_model():
@@ -33,7 +35,8 @@ def build_model():
     ])
     model.compile(optimizer=keras.optimizers.Adam(0.002),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+                  metrics=["accuracy"],
+                  steps_per_execution=SPE)
     return model
 
 
@@ -63,12 +66,18 @@ try:  # arrays: refused with the way to do it
 except tfdist.TfdistError as e:
     refused = f"{type(e).__name__}: {e}"
 
-history = model.fit(rt.dataset(dataset_fn),
-                    epochs=epochs,
-                    steps_per_epoch=50,
-                    validation_data=(x_test / 255.0, y_test),
-                    callbacks=[make_checkpoint(model_dir, True, {"strategy": "parameter_server"})],
-                    verbose=2)
+batches = []  # the indices the batch hooks get in the first epoch
+history = model.fit(
+    rt.dataset(dataset_fn),
+    epochs=epochs,
+    steps_per_epoch=50,
+    validation_data=(x_test / 255.0, y_test),
+    callbacks=[
+        make_checkpoint(model_dir, True, {"strategy": "parameter_server"}),
+        keras.callbacks.LambdaCallback(
+            on_train_batch_end=lambda batch, logs: len(batches) < 13 and batches.append(batch))
+    ],
+    verbose=2)
 _, accuracy = model.evaluate(x_test / 255.0, y_test, verbose=0)
 predicted = model.predict(x_test[:5] / 255.0, verbose=0).argmax(axis=1).tolist()
 with open(os.path.join(out_dir, "result.json"), "w") as f:
@@ -83,5 +92,7 @@ with open(os.path.join(out_dir, "result.json"), "w") as f:
             "predicted": predicted,
             "iterations": int(model.optimizer.iterations.numpy()),
             "refused": refused,
+            "batches": batches,
+            "keras": keras.__version__,
             "labels": y_test[:5].tolist(),
         }, f)

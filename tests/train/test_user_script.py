@@ -135,3 +135,55 @@ def test_one_task_resumes_mid_epoch_past_its_datas_first_pass(strategy, tmp_path
     assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
     for name in weights_a:
         np.testing.assert_allclose(weights_a[name], weights_b[name], rtol=1e-5, atol=1e-6)
+
+
+# Keras 3 on the newest stack too: 3.11 on pass another step index than the default stack's 3.8.
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), pytest.param(3, marks=pytest.mark.newest)])
+def test_steps_per_execution_resumes_where_it_stopped(keras, tmp_path):
+    """The script compiled with steps_per_execution=4 (one task, 44 steps an epoch: 11 calls),
+    stopped mid-epoch 3 and resumed, ends with the weights of a run never stopped. The position
+    comes from what each Keras passes to on_train_batch_end: Keras 3.0-3.10 the index of a
+    call's first step, 3.11 on and tf-keras its last. Before tfdist read it by Keras (2026-11-28),
+    Keras 3.8 recorded 'step 9' after 12 steps, and its resume skipped 9 calls (36 steps)."""
+    stopped, straight = tmp_path / "stopped", tmp_path / "straight"
+    spe = ["--steps_per_execution=4"]
+    # Paused at the first call's end at or after step 98 (10 into epoch 3): 88 + 12 = 100.
+    pause = 2 * 2 * STEPS + 10
+    proc = start(command("mirrored", stopped, keras, n=1) + spe,
+                 env={
+                     PAUSE_AFTER_STEP: str(pause),
+                     **keras_environ(keras)
+                 })
+    head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: paused at global step 100 ")
+    proc.send_signal(signal.SIGTERM)
+    status, out = finish(proc)
+    assert status == 75, (head + out)[-3000:]
+    assert re.search(
+        r"preempted at step 12 of epoch 3; checkpoint: \S+/ckpt-100 \(epoch 2, step 12\)\.",
+        out), out[-3000:]
+
+    resumed = run(command("mirrored", stopped, keras, n=1) + spe, env=keras_environ(keras))
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert re.search(r"resuming from \S+/ckpt-100 \(epoch 2, step 12\), at that step",
+                     resumed.stdout), resumed.stdout[-3000:]
+    never = run(command("mirrored", straight, keras, n=1) + spe, env=keras_environ(keras))
+    assert never.returncode == 0, never.stdout[-3000:]
+
+    (meta_a, weights_a), (meta_b,
+                          weights_b) = last_checkpoint(stopped,
+                                                       keras), last_checkpoint(straight, keras)
+    assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"])
+    assert meta_a["global_step"] == 3 * 2 * STEPS  # every call ran its 4 steps, none more
+    assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
+    for name in weights_a:
+        np.testing.assert_allclose(weights_a[name], weights_b[name], rtol=1e-5, atol=1e-6)
+
+
+def test_steps_per_execution_that_misses_the_epochs_end_is_refused(tmp_path):
+    """Keras 3 runs every call in full: 44 steps an epoch at 5 a call trains 45. With tfdist's
+    checkpoints that is refused at fit's start, naming both numbers and the fix."""
+    r = run(command("mirrored", tmp_path / "run", 3, n=1) + ["--steps_per_execution=5"])
+    assert r.returncode != 0
+    assert ("steps_per_execution=5 does not divide steps_per_epoch=44: Keras 3 runs each call in "
+            "full, so every epoch trains 45 steps, not 44") in r.stdout + r.stderr, r.stderr[-2000:]
+    assert "Fix: a steps_per_epoch that is a multiple of 5 (e.g. 40)" in r.stdout + r.stderr

@@ -77,6 +77,7 @@ class TrainConfig:
     seed: int = 0
     shuffle: bool = True
     steps_per_epoch: int = 0  # 0: one pass over the training split
+    steps_per_execution: int = 1  # Keras's compile option: steps in one call of the step function
     data_dir: Optional[str] = None
     pipeline_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # the recipe's
     verbose: Optional[int] = None  # None: progress bar on a terminal, one line per epoch otherwise

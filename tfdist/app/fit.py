@@ -137,7 +137,7 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
     with rt.scope():
         lr = learning_rate(cfg, rt.scale_lr(cfg.lr), steps)
         optimizer = rt.optimizer(make_optimizer(cfg.optimizer, lr, keras))
-        model = compiled_model(cfg.model, info, optimizer, keras)
+        model = compiled_model(cfg.model, info, optimizer, keras, cfg.steps_per_execution)
     # Keras's progress bar on a terminal; in a batch log one line per epoch (the chief).
     verbose = cfg.verbose if cfg.verbose is not None else (1 if sys.stdout.isatty() else 0)
     callbacks = rt.callbacks(cfg.model_dir,

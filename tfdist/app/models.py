@@ -92,16 +92,17 @@ def build_model(name: str, input_shape, num_classes: int, keras):
     return model
 
 
-def compile_classifier(model, optimizer, keras):
+def compile_classifier(model, optimizer, keras, steps_per_execution: int = 1):
     """`model` (logits out) compiled as `tfdist train` trains it: cross-entropy, accuracy."""
     model.compile(optimizer=optimizer,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"])
+                  metrics=["accuracy"],
+                  steps_per_execution=steps_per_execution)
     return model
 
 
-def compiled_model(name: str, info: dict, optimizer, keras):
+def compiled_model(name: str, info: dict, optimizer, keras, steps_per_execution: int = 1):
     """`tfdist train`'s model for a pipeline's `info`, compiled for its classes (a plain copy, for
     evaluation, with the default optimizer)."""
     return compile_classifier(build_model(name, info["input_shape"], info["num_classes"], keras),
-                              optimizer, keras)
+                              optimizer, keras, steps_per_execution)

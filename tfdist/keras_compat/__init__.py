@@ -24,6 +24,14 @@ def keras3_loaded():
     return keras if version.startswith("3.") else None
 
 
+def keras3_passes_last_step() -> bool:
+    """Whether this process's Keras 3 passes on_train_batch_end the index of a call's last step
+    (3.11 on: its epoch iterator yields begin_step and end_step), not of its first (3.0-3.10).
+    They differ with steps_per_execution > 1."""
+    major, minor = (int(part) for part in keras3_loaded().__version__.split(".")[:2])
+    return (major, minor) >= (3, 11)
+
+
 def is_keras3(obj) -> bool:
     """True when `obj` (a model, layer, optimizer or callback, or its class) is a Keras 3 one."""
     cls = obj if isinstance(obj, type) else type(obj)

@@ -3,15 +3,16 @@ functions as tfdist.keras_compat.tf_keras_adapter, through the hooks Keras 3's `
 
 - `start_from`: where a resumed fit starts. tf-keras asks `model._training_state` for the epoch
   and step; Keras 3 reads only the epoch (`model._initial_epoch`, the hook of its own
-  BackupAndRestore) and has no step. The first `step` calls of the resumed epoch's train function
-  then return without running: no batch is taken and no update made, so the epoch trains its
-  remaining steps on the batches after the checkpoint's (the data already skips those trained,
-  rt.dataset(skip_steps=...)), as tf-keras's resumed epoch does, and Keras's callbacks see the
-  same batch numbers.
+  BackupAndRestore) and has no step. The calls of the resumed epoch's train function that cover
+  its first `step` steps (steps_per_execution each) then return without running: no batch is
+  taken and no update made, so the epoch trains its remaining steps on the batches after the
+  checkpoint's (the data already skips those trained, rt.dataset(skip_steps=...)), as tf-keras's
+  resumed epoch does, and Keras's callbacks see the same batch numbers.
 - `instrument_steps`: the train function rebuilt with the input wait and samples counted inside
   the step (tfdist.train.input_wait), as Keras 3.15's `make_train_function` builds it for one step
   per call (source gated: tfdist.keras_compat.known_sources).
 - `build_to_restore`: a model Keras 3 would build only in its first step, built before a restore.
+- `steps_done`: the steps of an epoch done at a batch hook, from the index this Keras passes it.
 - `tensorboard`: Keras 3's own TensorBoard callback; `loss_scale`: its LossScaleOptimizer's.
 - Layer statistics: Keras 3 keeps a replica's own BatchNormalization statistics, averaged by
   tfdist (tfdist.distribute.layer_statistics).
@@ -64,11 +65,20 @@ def _start_at(model, epoch: int, step: int) -> None:
     model._initial_epoch = epoch
     if not step:
         return
+    calls = steps_per_execution(model)
+    if step % calls:
+        from tfdist.errors import ConfigError
+
+        raise ConfigError(
+            f"the checkpoint is {step} steps into epoch {epoch + 1}, and Keras 3 runs an epoch in "
+            f"calls of steps_per_execution={calls} steps from its first: this fit cannot start "
+            f"there. Fix: resume with the steps_per_execution the run had when it saved (one "
+            f"that divides {step}).")
     train_function = model.train_function
     skipped = [0]
 
-    def skipping(iterator):
-        if skipped[0] < step:
+    def skipping(iterator):  # each call is `calls` steps
+        if skipped[0] < step // calls:
             skipped[0] += 1
             return {}
         model.train_function = train_function  # the remaining steps: Keras's own, unwrapped
@@ -155,6 +165,37 @@ def build_to_restore(model, element_spec) -> None:
 def steps_per_execution(model) -> int:
     """The training steps one call of the train function runs."""
     return max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+
+
+def steps_done(model, batch: int) -> int:
+    """The steps of the current epoch done when fit calls `on_train_batch_end(batch)`. One call
+    runs steps_per_execution steps; Keras 3.0-3.10 pass the index of its first step, 3.11 on that
+    of its last (the epoch iterator's begin_step and end_step)."""
+    calls = steps_per_execution(model)
+    if calls == 1:
+        return batch + 1
+    from tfdist.keras_compat import keras3_passes_last_step
+
+    return batch + 1 if keras3_passes_last_step() else batch + calls
+
+
+def execution_misaligned(model, steps_per_epoch: Optional[int]) -> Optional[str]:
+    """Why a checkpoint's position cannot be resumed exactly with this model's
+    steps_per_execution, or None: Keras 3 runs every call in full while its input has batches,
+    so an epoch of `steps_per_epoch` steps that is no multiple of it trains more steps than that
+    (10 at 4 a call: 12), and a resumed run would skip what was not trained."""
+    calls = steps_per_execution(model)
+    if calls == 1 or not steps_per_epoch or steps_per_epoch % calls == 0:
+        return None
+    if getattr(model, "_cluster_coordinator", None) is not None:
+        return None  # tfdist's fit under parameter servers runs the steps left, as tf-keras
+    trained = -(-steps_per_epoch // calls) * calls
+    return (f"steps_per_execution={calls} does not divide steps_per_epoch={steps_per_epoch}: "
+            f"Keras 3 runs each call in full, so every epoch trains {trained} steps, not "
+            f"{steps_per_epoch}, and tfdist cannot resume a stopped run where it stopped. Fix: "
+            f"a steps_per_epoch that is a multiple of {calls} (e.g. "
+            f"{steps_per_epoch - steps_per_epoch % calls or calls}), or a steps_per_execution "
+            f"that divides {steps_per_epoch}.")
 
 
 def steps_unsupported(model) -> Optional[str]:

@@ -159,6 +159,8 @@ def fit(model,
     from keras.src.callbacks.callback_list import CallbackList
     from keras.src.trainers.data_adapters.data_adapter_utils import unpack_x_y_sample_weight
 
+    from tfdist.keras_compat import keras3_passes_last_step
+
     model._assert_compile_called("fit")
     dataset_fn = _dataset_fn(x)
     _refuse(y=y,
@@ -181,9 +183,16 @@ def fit(model,
     step = counting_step(model)
     train_counter(model).assign(0)  # this fit's steps, as tf-keras's _train_counter
 
+    calls = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+
     @tf.function(reduce_retracing=True)
     def train_function(iterator):
         return strategy.run(step, args=(next(iterator), ))
+
+    @tf.function
+    def train_steps(iterator, steps):  # steps_per_execution: `steps` steps in one scheduled call
+        for _ in tf.range(steps):
+            strategy.run(step, args=(next(iterator), ))
 
     if isinstance(x, tf.data.Dataset):
         # The chief's own dataset: the coordinator sends its graph to each worker (a function
@@ -199,6 +208,9 @@ def fit(model,
     # on_train_begin (tfdist's step meter) find the coordinator where tf-keras keeps it.
     model._cluster_coordinator = coordinator
     model.train_function = lambda it: coordinator.schedule(train_function, args=(it, ))
+    if calls > 1:  # a call of Keras 3's own fit runs steps_per_execution steps
+        model.train_function = lambda it, steps=calls: coordinator.schedule(
+            train_steps, args=(it, tf.constant(steps, tf.int64)))
     if verbose == "auto":
         verbose = 1
     callbacks = CallbackList(callbacks,
@@ -222,10 +234,17 @@ def fit(model,
     for epoch in range(initial_epoch, epochs):
         model.reset_metrics()
         callbacks.on_epoch_begin(epoch)
-        for batch in range(steps_per_epoch):
+        for batch in range(0, steps_per_epoch, calls):
+            # As Keras 3's fit with steps_per_execution, except that the epoch's last call runs
+            # only the steps left (Keras 3 runs it in full), as tf-keras's does.
+            steps = min(calls, steps_per_epoch - batch)
             callbacks.on_train_batch_begin(batch)
-            model.train_function(iterator)
-            callbacks.on_train_batch_end(batch)
+            if calls > 1:
+                model.train_function(iterator, steps)
+            else:
+                model.train_function(iterator)
+            # The index Keras passes: its call's first step before 3.11, its last since.
+            callbacks.on_train_batch_end(batch + steps - 1 if keras3_passes_last_step() else batch)
             if model.stop_training:
                 break
         coordinator.join()

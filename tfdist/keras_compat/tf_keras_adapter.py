@@ -71,6 +71,17 @@ def steps_per_execution(model) -> int:
     return max(1, int(steps.numpy().item())) if steps is not None else 1
 
 
+def steps_done(model, batch: int) -> int:
+    """The steps of the current epoch done when fit calls `on_train_batch_end(batch)`: tf-keras
+    passes the index of the call's last step (and shortens the call that ends an epoch)."""
+    return batch + 1
+
+
+def execution_misaligned(model, steps_per_epoch: Optional[int]) -> Optional[str]:
+    """None: tf-keras resumes at any step, whatever its steps_per_execution."""
+    return None
+
+
 def steps_unsupported(model) -> Optional[str]:
     """Why the steps of this model's fit cannot be instrumented, or None."""
     steps = getattr(model, "_steps_per_execution", None)

@@ -218,6 +218,9 @@ class TrainingCheckpoint(Callback):
         self.identity.setdefault("model", describe_model(model))
         self.identity["keras"] = keras.GENERATION  # the variables' names differ between them
         self.identity["steps_per_epoch"] = self.params.get("steps")
+        misaligned = keras.execution_misaligned(model, self.params.get("steps"))
+        if misaligned:
+            raise ConfigError(f"{misaligned} (tfdist's checkpoints, in {self.model_dir})")
         if self.is_chief:
             self._remove_partial()
         found = latest(self.model_dir)
@@ -353,12 +356,20 @@ class StepCheckpoint(TrainingCheckpoint):
         # host after every step).
         self._supports_tf_logs = True
 
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self._counted = self.global_step(*(self.resumed_from or (0, 0)))
+
     def on_train_batch_end(self, batch, logs=None):
-        global_step = self.global_step(self._epoch, batch + 1)
-        if global_step % self.save_steps == 0:
-            self.save(self._epoch, batch + 1)
+        step = adapter(self.model).steps_done(self.model, batch)
+        global_step = self.global_step(self._epoch, step)
+        # Saved where the count passes a multiple of save_steps: a call of steps_per_execution N
+        # moves it by N, and the calls a resumed Keras 3 fit skips do not move it.
+        if global_step // self.save_steps > self._counted // self.save_steps:
+            self.save(self._epoch, step)
             if os.environ.get(EXIT_AFTER_STEP) == str(global_step):
                 _exit_as_if_killed(global_step)
+        self._counted = global_step
 
 
 def _exit_as_if_killed(global_step: int,

@@ -30,6 +30,7 @@ from tfdist.cluster.requeue import requeue as requeue_job
 from tfdist.errors import ConfigError
 from tfdist.train.restarts import RERUN
 from tfdist.train.checkpoint import TrainingCheckpoint, latest
+from tfdist.keras_compat import adapter
 from tfdist.keras_compat.callback import Callback
 
 log = logging.getLogger("tfdist")
@@ -204,7 +205,7 @@ class StepPreemptionHandler(PreemptionHandler):
         if self._steps - self._last_check[0] < self.interval:
             return
         if self._agree(signalled()):
-            self.preempted_at = (self._epoch, batch + 1)
+            self.preempted_at = (self._epoch, adapter(self.model).steps_done(self.model, batch))
             if self.checkpoint is not None:
                 self.checkpoint.suspend_epoch_save = True
                 self.saved = self.checkpoint.save(*self.preempted_at)

@@ -137,8 +137,9 @@ class Watchdog:
         self._count = threading.Lock()  # a polled count against a slow phase's
 
     # -- fed by the training loop (keep them tiny: they run after every step) --
-    def step_completed(self) -> None:
-        self.steps += 1
+    def step_completed(self, steps: int = 1) -> None:
+        """`steps`: those the call just done ran (steps_per_execution)."""
+        self.steps += steps
         self._last = time.monotonic()
         self._slow = False
 

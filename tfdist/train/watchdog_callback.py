@@ -12,7 +12,7 @@ the slow-phase grace.
 
 from __future__ import annotations
 
-from tfdist.keras_compat import train_counter
+from tfdist.keras_compat import adapter, train_counter
 from tfdist.keras_compat.callback import Callback
 from tfdist.train.watchdog import Watchdog
 
@@ -33,11 +33,13 @@ class WatchdogCallback(Callback):
         self._supports_tf_logs = True
         self.watchdog = watchdog
         self._polled = self._scheduled = False
+        self._epoch_done = 0
 
     def set_model(self, model):
         super().set_model(model)
         # tf-keras's CallbackList asks _implements_train_batch_hooks after set_model.
         self._polled = train_counter(model) is not None
+        self._steps_done = adapter(model).steps_done
 
     def _implements_train_batch_hooks(self):
         """tf-keras: no per-batch callback machinery for this callback where the watchdog reads
@@ -62,13 +64,16 @@ class WatchdogCallback(Callback):
     def on_train_batch_end(self, batch, logs=None):
         # Called where another callback turns tf-keras's batch hooks on: counted once, polled.
         if not self._polled:
-            self.watchdog.step_completed()
+            done = self._steps_done(self.model, batch)
+            self.watchdog.step_completed(max(1, done - self._epoch_done))
+            self._epoch_done = done
 
     def on_test_batch_end(self, batch, logs=None):
         self.watchdog.progressed()
 
     def on_epoch_begin(self, epoch, logs=None):
         self.watchdog.epoch = epoch
+        self._epoch_done = 0  # steps done in this epoch, as the batch hooks tell
 
     def on_epoch_end(self, epoch, logs=None):
         if self._scheduled:  # every scheduled step has run: the exact count
