@@ -14,12 +14,14 @@ from tfdist.keras_compat.modules import ADAPTERS, CSV_LOGGER, LOSS_SCALE, METRIC
 
 
 def _correct_trainer(trainer) -> None:
-    from tfdist.keras_compat import distributed_input, multi_worker, parameter_server, replica_loss
+    from tfdist.keras_compat import (distributed_input, multi_step, multi_worker, parameter_server,
+                                     replica_loss)
 
     multi_worker.apply(trainer)
     parameter_server.apply(trainer)
     distributed_input.apply(trainer)
     replica_loss.apply(trainer)
+    multi_step.apply(trainer)
 
 
 def _correct_adapters(module) -> None:

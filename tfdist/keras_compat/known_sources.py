@@ -56,6 +56,12 @@ RUN = {
     "TensorFlowTrainer.make_train_function": {
         "a9703da4a49beb28": ("3.15.1", ),  # 3.7 to 3.15
     },
+    # Wrapped (tfdist.keras_compat.multi_step): with steps_per_execution > 1 under several
+    # replicas its function runs the steps in a plain loop.
+    "TensorFlowTrainer._make_function": {
+        "55eb952812cac1fb": ("3.8.0", ),  # the source of 3.8 to 3.11
+        "bb33b7a0da3d2740": ("3.15.1", ),  # 3.12 to 3.15
+    },
     # Replaced under ParameterServerStrategy by tfdist.keras_compat.parameter_server.fit: the
     # releases whose tests/keras3/test_parameter_server.py passed (docs/compatibility.md).
     "TensorFlowTrainer.fit": {
@@ -91,6 +97,7 @@ MODULES = {
     "LossScaleOptimizer.apply": LOSS_SCALE,
     "TensorFlowTrainer.make_train_function": TRAINER,
     "TensorFlowTrainer.fit": TRAINER,
+    "TensorFlowTrainer._make_function": TRAINER,
     "CSVLogger.on_train_begin": CSV_LOGGER,
 }
 
