@@ -97,6 +97,8 @@ def verdict(median: Optional[float], low: Optional[float], high: Optional[float]
     if half > TELLS:
         return (f"cannot tell: the 95 % interval {low:.3f}-{high:.3f} is +-{100 * half:.1f} %, "
                 f"wider than +-{100 * TELLS:.0f} % (the rounds scatter: {rounds} rounds)")
+    if high < 1:  # the whole interval below: less CPU per sample
+        return f"{subject} saves {100 * (1 - median):.1f} ± {100 * half:.1f} %"
     return f"{subject} costs {100 * (median - 1):+.1f} ± {100 * half:.1f} %"
 
 

@@ -78,6 +78,15 @@ def keras_name(module_name: str) -> str:
     return f"{'tf-keras' if package == 'tf-keras' else 'Keras'} {version}"
 
 
+def steps_per_call(model) -> int:
+    """The steps one call of `model`'s train function runs (steps_per_execution; Keras 3 runs
+    every call in full): Keras 3's int, tf-keras's variable."""
+    steps = getattr(model, "_steps_per_execution", None)  # tf-keras
+    if steps is not None and hasattr(steps, "numpy"):
+        return max(1, int(steps.numpy().item()))
+    return max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+
+
 def patch_callback_list(module) -> None:
     cls = module.CallbackList
     keras = keras_name(module.__name__)
@@ -86,7 +95,7 @@ def patch_callback_list(module) -> None:
         for name in ("on_train_batch_begin", "on_train_batch_end", "on_epoch_begin", "on_epoch_end",
                      "on_train_end")
     }
-    state = {"epoch": None}
+    state = {"epoch": None, "calls": 1}
 
     def on_train_batch_begin(self, batch, logs=None):
         if record["first_step_begin"] is None:
@@ -97,7 +106,7 @@ def patch_callback_list(module) -> None:
     def on_train_batch_end(self, batch, logs=None):
         result = original["on_train_batch_end"](self, batch, logs)
         if _steps["map"] is not None:
-            _steps["count"] += 1
+            _steps["count"] += state["calls"]  # the steps this call ran
             if not _steps["at_epoch_end"]:
                 struct.pack_into("<q", _steps["map"], 0, _steps["count"])
         if record["first_step_end"] is None:
@@ -107,6 +116,7 @@ def patch_callback_list(module) -> None:
 
     def on_epoch_begin(self, epoch, logs=None):
         state["epoch"] = [time.time(), None]
+        state["calls"] = steps_per_call(self.model)
         return original["on_epoch_begin"](self, epoch, logs)
 
     def on_epoch_end(self, epoch, logs=None):

@@ -390,12 +390,33 @@ def _md(header, rows) -> str:
     return "\n".join(lines + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
 
 
+def runs_text(data: dict) -> str:
+    """When the rows were measured and the load average at the start and end of their run: the
+    run of most rows first, then each other run with its rows (`--only` re-measures some)."""
+    m = data["machine"]
+    runs: dict = {}
+    for row in data["rows"]:
+        load = row.get("load_average") or [
+            m["load_average"][0], data.get("load_average_end", ["?"])[0]
+        ]
+        runs.setdefault((row.get("date", m["date"]), tuple(load)), []).append(row["name"])
+    ordered = sorted(runs.items(), key=lambda item: -len(item[1]))
+    texts = [
+        f"{date[:10]}, load average {load[0]} at the start and {load[1]} at the end"
+        for (date, load), _ in ordered
+    ]
+    if len(texts) == 1:
+        return texts[0]
+    return texts[0] + "; " + "; ".join(f"{', '.join(names)}: {text}"
+                                       for (_, names), text in zip(ordered[1:], texts[1:]))
+
+
 def docs_blocks() -> dict:
     """The generated tables of docs/benchmarks.md, by marker name."""
     blocks = {}
     data = load("overhead")
     if data:
-        setup, m = data["setup"], data["machine"]
+        setup = data["setup"]
         all_quick = all(r.get("quick", setup.get("quick")) for r in data["rows"])
         quick = ("**A quick run** (`BENCH_QUICK=1`: 6 rounds of half-second slices, a smoke "
                  "check that every row runs), not the full `make bench`: its intervals are too "
@@ -412,8 +433,7 @@ def docs_blocks() -> dict:
             f"(the Keras 3 and addition rows: {setup.get('variant_rounds', setup['rounds'])} "
             "rounds, one pair of runs) of alternating slices of about "
             f"{setup['slice_seconds']:g} s per side (epochs of {setup['steps_per_epoch']} steps), "
-            f"{m['date'][:10]}, load average {m['load_average'][0]} at the start and "
-            f"{data.get('load_average_end', ['?'])[0]} at the end. A / B: the median per-round "
+            f"{runs_text(data)}. A / B: the median per-round "
             "ratio, with its bootstrap 95 % interval (over the pairs of runs, then the rounds; "
             "rounds: pairs of runs x rounds each; Keras: the one each side's fit ran, as its "
             "rank 0 recorded it).\n\n" + _md(

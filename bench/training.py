@@ -155,6 +155,22 @@ def pairs() -> list[dict]:
                  ("preemption", "the preemption agreement",
                   ["--model_dir={run_dir}", "--notensorboard"
                    ], ["--model_dir={run_dir}", "--notensorboard", "--nopreemption"]))
+    # What a user gains by running 10 steps a call (compile's steps_per_execution, tfdist train
+    # --steps_per_execution) over the twin as users write it (one a call); 150 steps an epoch.
+    for keras in KERASES:
+        out.append(
+            dict(name=f"spe10/mirrored/cnn/{KERAS_ROW[keras]}",
+                 group="gain",
+                 subject="10 steps a call",
+                 goal="(info) the gain of steps_per_execution",
+                 same_keras=True,
+                 a=config("tfdist",
+                          "mirrored",
+                          "cnn",
+                          keras,
+                          label="tfdist, 10 steps a call",
+                          extra=["--steps_per_execution=10"]),
+                 b=config("hand", "mirrored", "cnn", keras, label="hand-written")))
     for name, subject, on, off in additions:
         out.append(
             dict(name=f"{name}/multi_worker/cnn",
@@ -453,9 +469,16 @@ def merge_rows(previous: dict | None, rows: list[dict]) -> list[dict]:
             if row["name"] not in order:
                 continue
             kept[row["name"]] = {
-                "quick": setup.get("quick"),
-                "slice_seconds": setup.get("slice_seconds"),
-                "date": previous["machine"]["date"],
+                "quick":
+                setup.get("quick"),
+                "slice_seconds":
+                setup.get("slice_seconds"),
+                "date":
+                previous["machine"]["date"],
+                "load_average": [
+                    previous["machine"]["load_average"][0],
+                    previous.get("load_average_end", [None])[0]
+                ],
                 **row
             }
     kept.update({row["name"]: row for row in rows})
@@ -635,8 +658,12 @@ def main() -> None:
             "raw": startup_runs
         },
     }
+    load_end = round(os.getloadavg()[0], 2)
     for row in rows:  # which run each row is from, so rows of several runs can stand together
-        row.update(quick=args.quick, slice_seconds=args.slice, date=info["date"])
+        row.update(quick=args.quick,
+                   slice_seconds=args.slice,
+                   date=info["date"],
+                   load_average=[info["load_average"][0], load_end])
     if args.only:
         results["overhead"]["rows"] = merge_rows(load_result("overhead"), rows)
         setup["quick"] = any(r.get("quick") for r in results["overhead"]["rows"])

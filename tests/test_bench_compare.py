@@ -146,6 +146,8 @@ def test_a_run_that_dies_gives_a_row_that_says_so(worker, tmp_path):
 def test_verdicts_follow_from_the_interval():
     assert compare.verdict(1.0, 0.985, 1.015, 9, 9, "tfdist") == "within 2 %"
     assert compare.verdict(1.05, 1.03, 1.07, 9, 9, "tfdist") == "tfdist costs +5.0 ± 2.0 %"
+    assert compare.verdict(0.7, 0.68, 0.72, 9, 9, "N a call") == "N a call saves 30.0 ± 2.0 %"
+    assert compare.verdict(0.985, 0.97, 0.999, 9, 9, "tfdist") == "tfdist saves 1.5 ± 1.5 %"
     assert compare.verdict(
         1.0, 0.95, 1.05, 9, 9,
         "tfdist").startswith("cannot tell: the 95 % interval 0.950-1.050 is +-5.0 %")
