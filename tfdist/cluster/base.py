@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from tfdist.cluster.errors import ClusterError
 
-if TYPE_CHECKING:
-    from tfdist.cluster.horovodrun import HorovodrunRanks
+
+@dataclasses.dataclass(frozen=True)
+class HorovodrunRanks:
+    """What horovodrun told this process (read by tfdist.cluster.horovodrun)."""
+
+    rank: int
+    size: int
+    local: Optional[tuple[int, int]] = None  # (local rank, local size), where it set both
 
 
 @dataclasses.dataclass(frozen=True)

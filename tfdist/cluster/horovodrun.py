@@ -22,22 +22,13 @@ from collections.abc import Mapping
 from typing import Optional
 
 from tfdist import env_vars
-from tfdist.cluster.base import Cluster, env_int
+from tfdist.cluster.base import Cluster, HorovodrunRanks, env_int
 from tfdist.cluster.local import LocalLaunchEnv
 
 RANK, SIZE = "HOROVOD_RANK", "HOROVOD_SIZE"
 LOCAL_RANK, LOCAL_SIZE = "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"
 RENDEZVOUS = "HOROVOD_GLOO_RENDEZVOUS_ADDR"
 OWNED = env_vars.HOROVOD.name  # set beside the HOROVOD_* variables that tfdist wrote itself
-
-
-@dataclasses.dataclass(frozen=True)
-class HorovodrunRanks:
-    """What horovodrun told this process."""
-
-    rank: int
-    size: int
-    local: Optional[tuple[int, int]] = None  # (local rank, local size), where it set both
 
 
 def read(environ: Mapping[str, str],
