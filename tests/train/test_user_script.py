@@ -53,6 +53,29 @@ def last_checkpoint(model_dir, keras=2):
     return meta, {name: reader.get_tensor(name) for name in names}
 
 
+def stopped_at_pause(cmd, pause: int, env=None, paused: str = "paused") -> str:
+    """Run `cmd` until every task waits at the test hook's step `pause`, send SIGTERM; its output
+    after it ends with the preemption status 75."""
+    proc = start(cmd, env={PAUSE_AFTER_STEP: str(pause), **(env or {})})
+    head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: {paused}")
+    proc.send_signal(signal.SIGTERM)  # launch passes it on to every task
+    status, out = finish(proc)
+    assert status == 75, (head + out)[-3000:]
+    return head + out
+
+
+def assert_same_end(stopped, straight, keras) -> dict:
+    """The newest checkpoints of the stopped-and-resumed run and of the run never stopped: the
+    same epoch and step count, the same weights. Returns the stopped run's meta."""
+    (meta_a, weights_a), (meta_b, weights_b) = (last_checkpoint(stopped, keras),
+                                                last_checkpoint(straight, keras))
+    assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"])
+    assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
+    for name in weights_a:
+        np.testing.assert_allclose(weights_a[name], weights_b[name], rtol=1e-5, atol=1e-6)
+    return meta_a
+
+
 @pytest.mark.parametrize(
     "strategy,keras",
     [
@@ -65,16 +88,7 @@ def test_stopped_user_script_resumes_to_the_same_weights(strategy, keras, tmp_pa
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
     # Both workers wait after 10 steps of epoch 2 (the test hook) until the signal comes.
     pause = STEPS + 10
-    proc = start(command(strategy, stopped, keras),
-                 env={
-                     PAUSE_AFTER_STEP: str(pause),
-                     **keras_environ(keras)
-                 })
-    head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: paused")
-    proc.send_signal(signal.SIGTERM)  # launch passes it on to both workers
-    status, out = finish(proc)
-    out = head + out
-    assert status == 75, out[-3000:]
+    out = stopped_at_pause(command(strategy, stopped, keras), pause, keras_environ(keras))
     # Both stopped after the same step of epoch 2, at their next agreement or the epoch's end.
     assert re.search(r"\[0\] tfdist: warning: preempted (at step \d+ of epoch 2|after epoch 2);",
                      out), out[-3000:]
@@ -89,13 +103,7 @@ def test_stopped_user_script_resumes_to_the_same_weights(strategy, keras, tmp_pa
     never = run(command(strategy, straight, keras), env=keras_environ(keras))
     assert never.returncode == 0, never.stdout[-3000:]
 
-    (meta_a, weights_a), (meta_b,
-                          weights_b) = last_checkpoint(stopped,
-                                                       keras), last_checkpoint(straight, keras)
-    assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"])
-    assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
-    for name in weights_a:
-        np.testing.assert_allclose(weights_a[name], weights_b[name], rtol=1e-5, atol=1e-6)
+    assert_same_end(stopped, straight, keras)
     assert f"{SCRIPTS[keras]}:" in resumed.stdout
 
 
@@ -112,11 +120,7 @@ def test_one_task_resumes_mid_epoch_past_its_datas_first_pass(strategy, tmp_path
     # One replica: 1437 training digits at 32 a step, 44 steps an epoch; a pass over the data is
     # 44.9 batches, so the 54 steps skipped on resume end in the second pass.
     pause = 2 * STEPS + 10
-    proc = start(command(strategy, stopped, 3, n=1), env={PAUSE_AFTER_STEP: str(pause)})
-    head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: paused")
-    proc.send_signal(signal.SIGTERM)
-    status, out = finish(proc)
-    assert status == 75, (head + out)[-3000:]
+    out = stopped_at_pause(command(strategy, stopped, 3, n=1), pause)
     # The checkpoint's position as the resume line below writes it.
     assert re.search(
         r"preempted at step 10 of epoch 2; checkpoint: \S+/ckpt-54 \(epoch 1, step 10\)\.",
@@ -129,12 +133,7 @@ def test_one_task_resumes_mid_epoch_past_its_datas_first_pass(strategy, tmp_path
     never = run(command(strategy, straight, 3, n=1))
     assert never.returncode == 0, never.stdout[-3000:]
 
-    (meta_a, weights_a), (meta_b, weights_b) = last_checkpoint(stopped,
-                                                               3), last_checkpoint(straight, 3)
-    assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"])
-    assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
-    for name in weights_a:
-        np.testing.assert_allclose(weights_a[name], weights_b[name], rtol=1e-5, atol=1e-6)
+    assert_same_end(stopped, straight, 3)
 
 
 # Keras 3 on the newest stack too: 3.11 on pass another step index than the default stack's 3.8.
@@ -149,15 +148,9 @@ def test_steps_per_execution_resumes_where_it_stopped(keras, tmp_path):
     spe = ["--steps_per_execution=4"]
     # Paused at the first call's end at or after step 98 (10 into epoch 3): 88 + 12 = 100.
     pause = 2 * 2 * STEPS + 10
-    proc = start(command("mirrored", stopped, keras, n=1) + spe,
-                 env={
-                     PAUSE_AFTER_STEP: str(pause),
-                     **keras_environ(keras)
-                 })
-    head = wait_for(proc, f"{PAUSE_AFTER_STEP}={pause}: paused at global step 100 ")
-    proc.send_signal(signal.SIGTERM)
-    status, out = finish(proc)
-    assert status == 75, (head + out)[-3000:]
+    out = stopped_at_pause(
+        command("mirrored", stopped, keras, n=1) + spe, pause, keras_environ(keras),
+        "paused at global step 100 ")
     assert re.search(
         r"preempted at step 12 of epoch 3; checkpoint: \S+/ckpt-100 \(epoch 2, step 12\)\.",
         out), out[-3000:]
@@ -169,14 +162,8 @@ def test_steps_per_execution_resumes_where_it_stopped(keras, tmp_path):
     never = run(command("mirrored", straight, keras, n=1) + spe, env=keras_environ(keras))
     assert never.returncode == 0, never.stdout[-3000:]
 
-    (meta_a, weights_a), (meta_b,
-                          weights_b) = last_checkpoint(stopped,
-                                                       keras), last_checkpoint(straight, keras)
-    assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"])
-    assert meta_a["global_step"] == 3 * 2 * STEPS  # every call ran its 4 steps, none more
-    assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
-    for name in weights_a:
-        np.testing.assert_allclose(weights_a[name], weights_b[name], rtol=1e-5, atol=1e-6)
+    meta = assert_same_end(stopped, straight, keras)
+    assert meta["global_step"] == 3 * 2 * STEPS  # every call ran its 4 steps, none more
 
 
 def test_steps_per_execution_that_misses_the_epochs_end_is_refused(tmp_path):
