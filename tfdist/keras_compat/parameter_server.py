@@ -159,7 +159,7 @@ def fit(model,
     from keras.src.callbacks.callback_list import CallbackList
     from keras.src.trainers.data_adapters.data_adapter_utils import unpack_x_y_sample_weight
 
-    from tfdist.keras_compat import keras3_passes_last_step
+    from tfdist.keras_compat import adapter, keras3_passes_last_step
 
     model._assert_compile_called("fit")
     dataset_fn = _dataset_fn(x)
@@ -183,7 +183,7 @@ def fit(model,
     step = counting_step(model)
     train_counter(model).assign(0)  # this fit's steps, as tf-keras's _train_counter
 
-    calls = max(1, int(getattr(model, "steps_per_execution", 1) or 1))
+    calls = adapter(model).steps_per_execution(model)
 
     @tf.function(reduce_retracing=True)
     def train_function(iterator):

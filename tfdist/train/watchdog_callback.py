@@ -33,13 +33,12 @@ class WatchdogCallback(Callback):
         self._supports_tf_logs = True
         self.watchdog = watchdog
         self._polled = self._scheduled = False
-        self._epoch_done = 0
 
     def set_model(self, model):
         super().set_model(model)
         # tf-keras's CallbackList asks _implements_train_batch_hooks after set_model.
         self._polled = train_counter(model) is not None
-        self._steps_done = adapter(model).steps_done
+        self._steps_per_call = adapter(model).steps_per_execution
 
     def _implements_train_batch_hooks(self):
         """tf-keras: no per-batch callback machinery for this callback where the watchdog reads
@@ -64,16 +63,14 @@ class WatchdogCallback(Callback):
     def on_train_batch_end(self, batch, logs=None):
         # Called where another callback turns tf-keras's batch hooks on: counted once, polled.
         if not self._polled:
-            done = self._steps_done(self.model, batch)
-            self.watchdog.step_completed(max(1, done - self._epoch_done))
-            self._epoch_done = done
+            # Keras 3 (the Keras fed here) runs every call in full: steps_per_execution steps.
+            self.watchdog.step_completed(self._steps_per_call(self.model))
 
     def on_test_batch_end(self, batch, logs=None):
         self.watchdog.progressed()
 
     def on_epoch_begin(self, epoch, logs=None):
         self.watchdog.epoch = epoch
-        self._epoch_done = 0  # steps done in this epoch, as the batch hooks tell
 
     def on_epoch_end(self, epoch, logs=None):
         if self._scheduled:  # every scheduled step has run: the exact count
