@@ -1,6 +1,8 @@
 """Keras 3 under mirrored over 2 logical CPUs: the same model fitted and evaluated with
-steps_per_execution 1 and 4 (tfdist.keras_compat.multi_step runs the 4 in a plain loop; Keras's
-own loop fails there). argv: OUT (JSON): each one's history, weights and evaluation."""
+steps_per_execution 1 and 4, the 4 with tfdist's throughput meter (its input-wait timer runs the
+call's steps in its own plain loop, tfdist.keras_compat.keras3_adapter.instrument_steps) and
+without it (tfdist.keras_compat.multi_step runs them; Keras's own loop fails there). argv: OUT
+(JSON): each one's history, weights and evaluation."""
 
 import json
 import sys
@@ -18,7 +20,7 @@ y = np.arange(640) % 3
 train = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
 test = tf.data.Dataset.from_tensor_slices((x[:320], y[:320])).batch(64)  # 5 batches: 4 and 1 left
 runs = {}
-for steps_per_execution in (1, 4):
+for name, steps_per_execution, meter in (("1", 1, True), ("4", 4, True), ("4-nometer", 4, False)):
     keras.utils.set_random_seed(0)
     with rt.scope():
         model = keras.Sequential([keras.Input((4, )), keras.layers.Dense(3)])
@@ -26,8 +28,12 @@ for steps_per_execution in (1, 4):
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                       metrics=["accuracy"],
                       steps_per_execution=steps_per_execution)
-    history = model.fit(train, steps_per_epoch=8, epochs=2, verbose=0)
-    runs[steps_per_execution] = {
+    history = model.fit(train,
+                        steps_per_epoch=8,
+                        epochs=2,
+                        verbose=0,
+                        callbacks=rt.callbacks(meter=meter))
+    runs[name] = {
         "history": history.history,
         "weights": [w.tolist() for w in model.get_weights()],
         "evaluation": model.evaluate(test, verbose=0),

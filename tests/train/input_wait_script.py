@@ -1,9 +1,10 @@
 """Train with a slow or a fast input and record the meter's input-wait share of each epoch.
 
-argv: STRATEGY INPUT OUT [CPU_DEVICES]. INPUT "fast": batches come from memory and a large step
-computes (input waits are tiny). INPUT "slow": the step is small and every batch sleeps in the
-pipeline SLOWDOWN times as long as this run's own step took with a fast input (measured first,
-on this machine at this moment), so the steps mostly wait however fast or loaded the machine is.
+argv: STRATEGY INPUT OUT [CPU_DEVICES [STEPS_PER_EXECUTION]]. INPUT "fast": batches come from
+memory and a large step computes (input waits are tiny). INPUT "slow": the step is small and
+every batch sleeps in the pipeline SLOWDOWN times as long as this run's own step took with a fast
+input (measured first, on this machine at this moment), so the steps mostly wait however fast or
+loaded the machine is.
 """
 
 import json
@@ -14,6 +15,7 @@ import numpy as np
 
 import tfdist
 import tensorflow as tf
+from tfdist.keras_compat import is_keras3, keras_module
 from tfdist.train.preemption import StepPreemptionHandler
 
 STEPS_PER_EPOCH, EPOCHS, BATCH = 12, 3, 64
@@ -27,7 +29,7 @@ AGREE_EVERY = 8  # slow input: tasks agree on preemption about every 8 steps (in
 MAX_INTERVAL = 24
 
 
-def main(strategy, speed, out, cpu_devices="0"):
+def main(strategy, speed, out, cpu_devices="0", steps_per_execution="1"):
     slow = {"fast": False, "slow": True}[speed]
     options = {"cpu_devices": int(cpu_devices)} if int(cpu_devices) else {}
     rt = tfdist.init(strategy=strategy, **options)
@@ -58,7 +60,8 @@ def main(strategy, speed, out, cpu_devices="0"):
             tf.keras.layers.Dense(2)
         ])
         model.compile(rt.optimizer(tf.keras.optimizers.SGD(0.01)),
-                      tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                      tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      steps_per_execution=int(steps_per_execution))
     if slow:
         # The step time with delay 0 (the pipeline reads `delay` at every batch): one fit to
         # trace, one timed; fit's own start and end count as step time, erring on the slow side.
@@ -99,7 +102,9 @@ def main(strategy, speed, out, cpu_devices="0"):
                 "expected_samples": STEPS_PER_EPOCH * rt.global_batch_size(BATCH),
                 "replicas": rt.num_replicas,
                 "agreements": stop.agreements,
-                "delay": delay
+                "delay": delay,
+                "keras": keras_module(3 if is_keras3(model) else 2).__version__,
+                "optimizer_steps": int(model.optimizer.iterations.numpy()),
             }, f)
     rt.shutdown()
 

@@ -9,8 +9,8 @@ functions as tfdist.keras_compat.tf_keras_adapter, through the hooks Keras 3's `
   checkpoint's (the data already skips those trained, rt.dataset(skip_steps=...)), as tf-keras's
   resumed epoch does, and Keras's callbacks see the same batch numbers.
 - `instrument_steps`: the train function rebuilt with the input wait and samples counted inside
-  the step (tfdist.train.input_wait), as Keras 3.15's `make_train_function` builds it for one step
-  per call (source gated: tfdist.keras_compat.known_sources).
+  each step (tfdist.train.input_wait), as Keras 3's `make_train_function` builds its one step,
+  for any steps_per_execution (source gated: tfdist.keras_compat.known_sources).
 - `build_to_restore`: a model Keras 3 would build only in its first step, built before a restore.
 - `steps_done`: the steps of an epoch done at a batch hook, from the index this Keras passes it.
 - `tensorboard`: Keras 3's own TensorBoard callback; `loss_scale`: its LossScaleOptimizer's.
@@ -20,6 +20,7 @@ functions as tfdist.keras_compat.tf_keras_adapter, through the hooks Keras 3's `
 
 from __future__ import annotations
 
+import inspect
 from typing import Optional
 
 GENERATION = 3  # the identity a checkpoint records: the variables' names differ between Kerases
@@ -96,7 +97,10 @@ def instrument_steps(model, counters, batch_size) -> None:
     """Replace `model.train_function` (from on_train_begin: fit has just made it) by one that adds
     each step's wait for its batch, in seconds, and its samples (`batch_size(data, strategy)`) to
     `counters`; Keras's own function stays for calls without a dataset iterator (train_on_batch).
-    """
+    A call runs steps_per_execution steps (a call of tfdist's parameter_server fit: the count
+    it passes) in a plain loop, as tfdist.keras_compat.multi_step runs them: an input that runs
+    out mid-call ends the epoch there (OutOfRangeError, which Keras's epoch iterator takes as its
+    end) instead of returning the call's last outputs."""
     import tensorflow as tf
 
     import importlib
@@ -106,6 +110,7 @@ def instrument_steps(model, counters, batch_size) -> None:
     trainer = importlib.import_module(TRAINER)
     strategy = model.distribute_strategy
     own = model.train_function
+    calls = steps_per_execution(model)
     coordinator = getattr(model, "_cluster_coordinator", None)  # keras_compat.parameter_server
     train_step = model.train_step
     if coordinator is not None:  # the watchdog counts the steps done there
@@ -127,17 +132,26 @@ def instrument_steps(model, counters, batch_size) -> None:
         counters.samples.assign_add(batch_size(data, strategy), read_value=False)
         return one_step_on_data(data)
 
+    def steps(iterator, count):
+        outputs = step(iterator)
+        for _ in tf.range(count - 1):
+            outputs = step(iterator)
+        return outputs
+
     if not model.run_eagerly:
         one_step_on_data = tf.function(one_step_on_data,
                                        reduce_retracing=True,
                                        jit_compile=model.jit_compile)
         step = tf.function(step, reduce_retracing=True)
+        steps = tf.function(steps, reduce_retracing=True)
 
-    def train_function(iterator):
-        if coordinator is not None:  # a step on a worker, its counters on a parameter server
-            return coordinator.schedule(step, args=(iterator, ))
+    def train_function(iterator, count=None):
+        if coordinator is not None:  # steps on a worker, their counters on a parameter server
+            if count is None:
+                return coordinator.schedule(step, args=(iterator, ))
+            return coordinator.schedule(steps, args=(iterator, tf.constant(count, tf.int64)))
         if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
-            return step(iterator)
+            return step(iterator) if calls == 1 else steps(iterator, tf.constant(calls))
         return own(iterator)
 
     model.train_function = train_function
@@ -200,17 +214,21 @@ def execution_misaligned(model, steps_per_epoch: Optional[int]) -> Optional[str]
 
 def steps_unsupported(model) -> Optional[str]:
     """Why the steps of this model's fit cannot be instrumented, or None."""
-    if int(getattr(model, "steps_per_execution", 1) or 1) != 1:
-        return "steps_per_execution is not 1"
     import importlib
 
     from tfdist.keras_compat import known_sources
     from tfdist.keras_compat.modules import TRAINER
 
     trainer = importlib.import_module(TRAINER)
-    if not known_sources.known(MAKE_TRAIN_FUNCTION, trainer.TensorFlowTrainer.make_train_function):
-        return (f"Keras's {MAKE_TRAIN_FUNCTION} is not code tfdist ran "
-                "(tfdist.keras_compat.known_sources)")
+    # Copied: the one-step function of make_train_function; with more than one step a call, the
+    # count of steps a call of `_make_function`'s function runs.
+    names = [MAKE_TRAIN_FUNCTION]
+    if steps_per_execution(model) > 1:
+        names.append("TensorFlowTrainer._make_function")
+    for name in names:
+        function = inspect.unwrap(getattr(trainer.TensorFlowTrainer, name.split(".")[1], None))
+        if not known_sources.known(name, function):
+            return f"Keras's {name} is not code tfdist ran (tfdist.keras_compat.known_sources)"
     return None
 
 

@@ -4,8 +4,8 @@ tfdist.keras_compat.keras3_adapter, through the hooks tf-keras's `fit` has.
 - `start_from`: tf-keras's fit asks `model._training_state` where to start (the hook of its own
   BackupAndRestore); tfdist's checkpoint callback is that state.
 - `instrument_steps`: the train function rebuilt as tf_keras 2.18's `Model.make_train_function`
-  builds it for one step per call (source gated: tfdist.keras_compat.known_sources), with the
-  input wait and samples counted inside the step.
+  builds it (source gated: tfdist.keras_compat.known_sources), with the input wait and samples
+  counted inside each step, whatever its steps_per_execution.
 - `train_counter`: tf-keras's own `_train_counter`.
 - Layer statistics: tf-keras makes BatchNormalization's moving statistics on-read variables,
   which the strategy averages whenever they are read.
@@ -84,10 +84,6 @@ def execution_misaligned(model, steps_per_epoch: Optional[int]) -> Optional[str]
 
 def steps_unsupported(model) -> Optional[str]:
     """Why the steps of this model's fit cannot be instrumented, or None."""
-    steps = getattr(model, "_steps_per_execution", None)
-    if getattr(model, "autotune_steps_per_execution",
-               False) or (steps is not None and int(steps.numpy().item()) != 1):
-        return "steps_per_execution is not 1"
     try:
         training = importlib.import_module(TF_KERAS_TRAINING)
     except ImportError:
@@ -103,8 +99,12 @@ MAKE_TRAIN_FUNCTION = "Model.make_train_function"
 
 def instrument_steps(model, counters, batch_size) -> None:
     """Replace `model.train_function` (from on_train_begin: fit has just made it) by tf-keras's
-    own for one step per call, plus each step's wait for its batch, in seconds, and its samples
-    (`batch_size(data, strategy)`) added to `counters`."""
+    own, plus each step's wait for its batch, in seconds, and its samples
+    (`batch_size(data, strategy)`) added to `counters`. Its three forms, as tf_keras 2.18's
+    `Model.make_train_function` makes them: one step a call; steps_per_execution steps a call,
+    read from Keras's variable when the call runs (its data handler shortens an epoch's last call
+    and its `"auto"` tuner changes it between calls); and under a cluster coordinator, the count
+    when the call is scheduled."""
     import tensorflow as tf
 
     training = importlib.import_module(TF_KERAS_TRAINING)
@@ -119,7 +119,7 @@ def instrument_steps(model, counters, batch_size) -> None:
     if model.jit_compile:
         run_step = tf.function(run_step, jit_compile=True, reduce_retracing=True)
 
-    def train_function(iterator):
+    def step_function(iterator):
         start = tf.timestamp()
         with tf.control_dependencies([start]):
             data = next(iterator)
@@ -132,15 +132,34 @@ def instrument_steps(model, counters, batch_size) -> None:
                                            strategy,
                                            reduction=model.distribute_reduction_method)
 
+    steps = model._steps_per_execution
+    coordinator = getattr(model, "_cluster_coordinator", None)
+    single = steps is None or steps.numpy().item() == 1 and not model.autotune_steps_per_execution
+    if single:
+        train_function = step_function
+    elif coordinator is not None:
+
+        def train_function(iterator, steps_per_execution):
+            for _ in tf.range(steps_per_execution):
+                outputs = step_function(iterator)
+            return outputs
+    else:
+
+        def train_function(iterator):
+            for _ in tf.range(model._steps_per_execution):
+                outputs = step_function(iterator)
+            return outputs
+
     if not model.run_eagerly:
         train_function = tf.function(train_function, reduce_retracing=True)
         model.train_tf_function = train_function
-    coordinator = getattr(model, "_cluster_coordinator", None)
-    if coordinator is not None:
-        model.train_function = lambda iterator: coordinator.schedule(train_function,
-                                                                     args=(iterator, ))
-    else:
+    if coordinator is None:
         model.train_function = train_function
+    elif single:
+        model.train_function = lambda it: coordinator.schedule(train_function, args=(it, ))
+    else:
+        model.train_function = lambda it: coordinator.schedule(
+            train_function, args=(it, model._steps_per_execution.value()))
 
 
 def tensorboard(log_dir: str):
