@@ -177,6 +177,11 @@ TEST_PAUSE_AFTER_STEP = _var(
     "Tests only: `N` or `N:FILE`: every task waits at its first preemption check at or after "
     "global step N until it is signalled (or FILE exists), so a test signals a run that is "
     "certainly still training. Not a user setting.")
+TEST_AUTO_STEPS_MS = _var(
+    "TFDIST_TEST_AUTO_STEPS_MS", TOOLS, "20",
+    "Tests only: the milliseconds a call of `tfdist train --steps_per_execution=auto` should take "
+    "at least, so a test gets the count it expects whatever the machine's pace (a huge value: "
+    "the largest divisor of the epoch's steps). Not a user setting.")
 WHEEL_CACHE = _var("TFDIST_WHEEL_CACHE", TOOLS, "`~/.cache/tfdist/wheels`",
                    "`tools/build_horovod_wheel.sh` (`make horovod`): where built wheels are kept.")
 HOROVOD_ANY_TF = _var(

@@ -148,6 +148,24 @@ def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, keras, stra
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.default_stack  # tfdist's own arithmetic: tfdist.app.fit's data position
+def test_resume_in_epochs_shorter_than_the_data_equals_uninterrupted(tmp_path):
+    """Epochs of 12 steps over data of 44 steps a pass: epoch 2 trains steps 12-23 of the first
+    pass, so a resume 6 steps into it starts 18 steps into that pass (it started the second pass,
+    the batches of another epoch: measured 2026-11-28, loss 1.9795 against 2.0167)."""
+    args = [*TRAIN, "--epochs=2", "--steps_per_epoch=12", "--checkpoint_steps=6", "--keras=3"]
+    stopped, reference = tmp_path / "stopped", tmp_path / "straight"
+    r = run([TFDIST, *args, f"--model_dir={stopped}"], env={EXIT_AFTER_STEP: "18"})
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-2000:]
+    r = run([TFDIST, *args, f"--model_dir={stopped}"])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "(epoch 1, step 6), at that step: the input skips 18 steps" in r.stderr, r.stderr[-3000:]
+    r = run([TFDIST, *args, f"--model_dir={reference}"])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    for a, b in zip(weights(stopped, 3), weights(reference, 3)):
+        np.testing.assert_array_equal(a, b)
+
+
 # Newest stack: no. What it checks is tfdist's own (a checkpoint written under a temporary name,
 # renamed into place; the leftover removed); resuming from a checkpoint runs in the tests above.
 @pytest.mark.default_stack

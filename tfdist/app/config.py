@@ -13,6 +13,7 @@ KERASES = (2, 3)  # tfdist.keras_compat.KERASES, here without importing anything
 OPTIMIZERS = ("sgd", "adam")
 MIXED_PRECISION = ("float32", "mixed_float16", "mixed_bfloat16")
 SCHEDULES = ("constant", "cosine", "step")
+AUTO = "auto"  # --steps_per_execution: chosen from the first epoch (tfdist.app.auto_steps)
 # The optimizer, single-replica rate and epochs a strategy trains with when the flag is not given.
 # Asynchronous parameter-server updates are stale: SGD with momentum reached 0.95-0.99 test accuracy
 # on digits from run to run (0.964 with the old defaults), Adam at 0.001 for 20 epochs >= 0.97 on
@@ -77,7 +78,9 @@ class TrainConfig:
     seed: int = 0
     shuffle: bool = True
     steps_per_epoch: int = 0  # 0: one pass over the training split
-    steps_per_execution: int = 1  # Keras's compile option: steps in one call of the step function
+    # Keras's compile option: steps in one call of the step function; "auto": chosen after the
+    # first epoch (tfdist.app.auto_steps).
+    steps_per_execution: Any = 1
     data_dir: Optional[str] = None
     pipeline_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # the recipe's
     verbose: Optional[int] = None  # None: progress bar on a terminal, one line per epoch otherwise
@@ -97,11 +100,24 @@ class TrainConfig:
                 raise ConfigError(f"{name}={getattr(self, name)!r}: expected one of "
                                   f"{', '.join(allowed)} (--{name}).")
         check_lr_course(self.lr_schedule, self.lr_decay_epochs)
+        self.steps_per_execution = steps_per_execution_setting(self.steps_per_execution)
 
     def for_strategy(self, strategy: str) -> "TrainConfig":
         """This config with the strategy's optimizer, lr and epochs where none was given."""
         missing = {k: v for k, v in strategy_defaults(strategy).items() if getattr(self, k) is None}
         return dataclasses.replace(self, **missing)
+
+
+def steps_per_execution_setting(value: Any) -> Any:
+    """--steps_per_execution as given: AUTO or a count of at least 1; else a ConfigError."""
+    text = str(value).strip().lower()
+    if text == AUTO:
+        return AUTO
+    count = int(text) if text.isdigit() else 0
+    if count < 1:
+        raise ConfigError(f"steps_per_execution={value!r}: expected a count of at least 1, or "
+                          f"'{AUTO}' (tfdist chooses it after the first epoch).")
+    return count
 
 
 def check_lr_course(schedule: str, decay_epochs: float) -> None:

@@ -17,7 +17,8 @@ from tfdist.distribute.default_strategy import outside
 from tfdist.distribute import LostTaskError
 from tfdist.errors import ConfigError
 from tfdist.files import replacing
-from tfdist.app.config import TrainConfig
+from tfdist.app.auto_steps import MOST, StepClock, choose, target_seconds
+from tfdist.app.config import AUTO, TrainConfig
 from tfdist.train.summary import metrics_path
 
 log = logging.getLogger("tfdist")
@@ -107,13 +108,14 @@ def _evaluate(rt, cfg: TrainConfig) -> dict[str, Any]:
 
 def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
     from tfdist.keras_compat import keras_module
-    from tfdist.app.models import compiled_model
+    from tfdist.app.models import compile_classifier, compiled_model
     from tfdist.app.schedules import learning_rate, make_optimizer
 
     keras = keras_module(cfg.keras)
     pipeline, info = _pipeline(cfg)
-    steps = cfg.steps_per_epoch or info["num_train"] // rt.global_batch_size(cfg.batch_size)
-    if steps < 1:
+    pass_steps = info["num_train"] // rt.global_batch_size(cfg.batch_size)  # one pass of the data
+    steps = cfg.steps_per_epoch or pass_steps
+    if pass_steps < 1:
         raise ConfigError(f"--batch_size={cfg.batch_size} x {rt.num_replicas} replicas is more "
                           f"than the {info['num_train']} training samples of {cfg.pipeline!r}; "
                           "lower --batch_size.")
@@ -127,17 +129,21 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
             return dict(json.load(f), rank=rt.rank, already_finished=done)
     seed = cfg.seed if start.seed is None else start.seed
     keras.utils.set_random_seed(seed)
-    options = dict(seed=seed,
-                   shuffle=cfg.shuffle,
-                   epoch=start.epoch,
-                   data_dir=cfg.data_dir,
-                   **cfg.pipeline_options)
-    train_input = lambda ctx: pipeline.dataset(  # noqa: E731
-        "train", ctx, cfg.batch_size, repeat=True, **options)
+    options = dict(seed=seed, shuffle=cfg.shuffle, data_dir=cfg.data_dir, **cfg.pipeline_options)
+
+    def train_input(epoch: int, step: int):
+        """The input from `step` steps into `epoch` (of `steps` steps) on."""
+        data_pass, skip = _data_position(epoch, step, steps, pass_steps)
+        return rt.dataset(lambda ctx: pipeline.dataset(
+            "train", ctx, cfg.batch_size, repeat=True, epoch=data_pass, **options),
+                          skip_steps=skip)
+
+    auto = cfg.steps_per_execution == AUTO
     with rt.scope():
         lr = learning_rate(cfg, rt.scale_lr(cfg.lr), steps)
         optimizer = rt.optimizer(make_optimizer(cfg.optimizer, lr, keras))
-        model = compiled_model(cfg.model, info, optimizer, keras, cfg.steps_per_execution)
+        model = compiled_model(cfg.model, info, optimizer, keras,
+                               1 if auto else cfg.steps_per_execution)
     # Keras's progress bar on a terminal; in a batch log one line per epoch (the chief).
     verbose = cfg.verbose if cfg.verbose is not None else (1 if sys.stdout.isatty() else 0)
     callbacks = rt.callbacks(cfg.model_dir,
@@ -152,13 +158,33 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
                              profile_steps=cfg.profile_steps,
                              profile_ranks=cfg.profile_ranks,
                              identity=dict(model=cfg.model, seed=seed))
-    model.fit(
-        rt.dataset(train_input, skip_steps=start.step),
-        epochs=cfg.epochs,
+    fit = dict(
         steps_per_epoch=steps,
         callbacks=callbacks,
         shuffle=False,  # the pipeline shuffles (Keras 3 warns that it would not)
         verbose=verbose if rt.is_chief else 0)
+    count = 1 if auto else cfg.steps_per_execution  # steps a call from the second epoch on
+    fixed = auto and _auto_fixed(cfg, rt, start.epoch)
+    if fixed:
+        log.info("steps_per_execution auto: 1 (%s)", fixed)
+    elif auto:  # the first epoch at one step a call, timed; the others at the count chosen
+        clock = StepClock(stop=True)  # the fit ends with that epoch
+        callbacks.append(clock)
+        if callbacks.summary is not None:
+            callbacks.summary.write_at_end = False  # the run goes on: no metrics.json yet
+    model.fit(train_input(start.epoch, start.step), epochs=cfg.epochs, **fit)
+    if auto and not fixed:
+        callbacks.remove(clock)
+        count = _agreed_count(rt, clock, steps, start.epoch)
+        if callbacks.summary is not None:
+            callbacks.summary.write_at_end = True
+        if callbacks.checkpoint is not None:
+            callbacks.checkpoint.restore = False  # the model in memory is where the run is
+        if count > 1:
+            with rt.scope():
+                compile_classifier(model, optimizer, keras, count)  # the optimizer's state kept
+        epoch = start.epoch + 1
+        model.fit(train_input(epoch, 0), initial_epoch=epoch, epochs=cfg.epochs, **fit)
     # The test split is evaluated by a plain copy of the model, outside the strategy (also the
     # program's default one): the same on every engine, and no collective that a task could miss
     # (only the chief saves it).
@@ -178,7 +204,57 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         keras=cfg.keras,
         pipeline=cfg.pipeline,
         train_samples=info["num_train"],  # tfdist scale: time/epoch
+        steps_per_execution=count,
         final=final)
+
+
+def _data_position(epoch: int, step: int, steps: int, pass_steps: int) -> tuple[int, int]:
+    """(the pass over the data, the steps into it) where training is `step` steps into `epoch`
+    of `steps` steps each: the pipeline repeats pass after pass (each in its own order, that of
+    its number) and an epoch of --steps_per_epoch steps need not be one pass of `pass_steps`.
+    A position inside an epoch is never given as the start of a pass: the skip tells the
+    checkpoint that the input starts at the step (rt.dataset's skip_steps)."""
+    data_pass, skip = divmod(epoch * steps + step, pass_steps)
+    if step and not skip and data_pass:
+        data_pass, skip = data_pass - 1, pass_steps
+    return data_pass, skip
+
+
+def _auto_fixed(cfg: TrainConfig, rt, first_epoch: int) -> Optional[str]:
+    """Why --steps_per_execution=auto keeps one step a call for the whole run, or None."""
+    if cfg.epochs - first_epoch < 2:
+        return "one epoch to train: no later epoch to train faster"
+    if cfg.profile_steps:
+        return "--profile_steps traces the steps one by one"
+    if rt.strategy_name == "parameter_server":
+        # The chief's hooks see steps scheduled, not run: no step time to choose by.
+        return "under parameter_server the chief does not see how long a step takes"
+    return None
+
+
+def _agreed_count(rt, clock: StepClock, steps: int, epoch: int) -> int:
+    """The steps a call for the epochs after the first, the same on every task: chosen from the
+    slowest task's step time."""
+    own = clock.step_seconds()
+    seconds = [own if own is not None else 0.0]
+    if len(rt.engine.training_ranks()) > 1:
+        seconds = [row[0] for row in rt.engine.gather_floats(seconds)]
+    slowest = max(seconds)
+    if slowest <= 0.0:
+        log.info("steps_per_execution auto: 1 (too few steps in epoch %d to time)", epoch + 1)
+        return 1
+    target = target_seconds()
+    count = choose(slowest, steps, target)
+    why = (f"the smallest divisor of the epoch's {steps} steps whose call takes "
+           f"{target * 1e3:.0f} ms or more" if count * slowest >= target else
+           f"no divisor of the epoch's {steps} steps up to {MOST} makes a call of "
+           f"{target * 1e3:.0f} ms: the largest")
+    log.info(
+        "steps_per_execution auto: %d from epoch %d on: a step took %.2f ms in epoch %d (%s), "
+        "so a call takes about %.0f ms (%s)", count, epoch + 2, slowest * 1e3, epoch + 1,
+        "the slowest task's median" if len(seconds) > 1 else "the median", count * slowest * 1e3,
+        why)
+    return count
 
 
 RUN_OUTPUTS = ("checkpoints", "logs", "metrics.json", "model.keras", "progress")

@@ -80,13 +80,13 @@ flags.DEFINE_float("lr_decay_rate",
                    lower_bound=0)
 flags.DEFINE_enum("mixed_precision", D.mixed_precision, list(MIXED_PRECISION),
                   "Keras mixed-precision policy (mixed_float16 adds dynamic loss scaling).")
-flags.DEFINE_integer(
-    "steps_per_execution",
-    D.steps_per_execution, "Training steps in one call of Keras's step "
-    "function (its compile option): less per-step overhead for small models. Checkpoints, "
-    "preemption and resume stay exact; Keras 3 with --model_dir needs it to divide the steps of an "
-    "epoch (--steps_per_epoch). The input wait is not timed then.",
-    lower_bound=1)
+flags.DEFINE_string(
+    "steps_per_execution", str(D.steps_per_execution),
+    "Training steps in one call of Keras's step function (its compile option): less per-step "
+    "overhead for small models. Checkpoints, preemption and resume stay exact; Keras 3 with "
+    "--model_dir needs it to divide the steps of an epoch (--steps_per_epoch). 'auto': the first "
+    "epoch trains at 1 and times its steps, the others at the smallest divisor of the epoch's "
+    "steps whose call takes 20 ms or more (1 under parameter_server or --profile_steps).")
 flags.DEFINE_integer("checkpoint_steps",
                      D.checkpoint_steps, "Also checkpoint every this many steps (0: only at "
                      "each epoch end). Checkpoints go to MODEL_DIR/checkpoints.",

@@ -195,6 +195,9 @@ class TrainingCheckpoint(Callback):
             self._step_var = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._epoch = 0
         self._ckpt = None
+        # False: the next fit restores nothing, it goes on from this process's state (tfdist
+        # train's fit after its first epoch, at the steps_per_execution chosen then).
+        self.restore = True
         # Called with the model before each write, on every rank (e.g. a collective average).
         self.before_write: Optional[Callable[[Any], None]] = None
 
@@ -223,7 +226,7 @@ class TrainingCheckpoint(Callback):
             raise ConfigError(f"{misaligned} (tfdist's checkpoints, in {self.model_dir})")
         if self.is_chief:
             self._remove_partial()
-        found = latest(self.model_dir)
+        found = latest(self.model_dir) if self.restore else None
         if found is not None:
             for note in check_resume(found[1], self.identity, found[0]):
                 log.info("%s", note)

@@ -31,6 +31,9 @@ class RunSummary(Callback):
         self.meter, self.checkpoint, self.preemption = meter, checkpoint, preemption
         self.metrics: dict[str, Any] = {}
         self._last: dict[str, float] = {}
+        # False: a later fit goes on with this run, and writes (tfdist train's first epoch at
+        # steps_per_execution auto): a file written before would say the run ended there.
+        self.write_at_end = True
 
     def on_epoch_end(self, epoch, logs=None):
         self._last = {k: float(v) for k, v in (logs or {}).items() if k not in _METER_KEYS}
@@ -59,7 +62,7 @@ class RunSummary(Callback):
                 input_wait=meter.steady_input_wait,
                 epoch_input_wait=meter.epoch_input_wait,
                 epoch_input_wait_per_task=meter.epoch_input_wait_per_task)
-        if self.preemption is None or self.preemption.preempted_at is None:
+        if self.write_at_end and (self.preemption is None or self.preemption.preempted_at is None):
             self._write()
 
     def add(self, **values: Any) -> dict[str, Any]:

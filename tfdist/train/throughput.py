@@ -26,12 +26,12 @@ class ThroughputMeter(Callback):
     task), the samples are every task's and the share is the largest of all tasks': in synchronous
     training the others wait for that task in the gradients' all-reduce instead, so their own
     input waits hide the stall (unless the tasks agree on each batch: `batches_agreed`). Both go
-    into the epoch's Keras logs (so History and the verbose=2 line show
-    them). `warn`: a warning when the share passes `stall_warning` and the wait lasted
-    STALL_MIN_SECONDS or more, from the second epoch of a fit on (the first also fills the pipeline
-    and traces the step). The steady figures leave out the
-    first epoch. `batches_agreed`: the tasks may agree on each batch inside its fetch (several
-    multi_worker tasks: see stall_message), so a task's wait can be for another task.
+    into the epoch's Keras logs (so History and the verbose=2 line show them). `warn`: a warning
+    when the share passes `stall_warning` and the wait lasted STALL_MIN_SECONDS or more, from the
+    second epoch of a fit on (the first also fills the pipeline and traces the step). The steady
+    figures leave out the first epoch of each fit (a fit traces its step function anew).
+    `batches_agreed`: the tasks may agree on each batch inside its fetch (several multi_worker
+    tasks: see stall_message), so a task's wait can be for another task.
 
     Every task needs its own meter in the same place of its callback list (the counters are
     created inside model.fit, like the model's own variables).
@@ -52,6 +52,7 @@ class ThroughputMeter(Callback):
         self.epoch_input_wait: list[Optional[float]] = []
         self.epoch_input_wait_per_task: list[list[float]] = []
         self.epoch_seconds: list[float] = []  # the chief's training time of each epoch
+        self._steady: list[bool] = []  # per epoch: not the first of its fit
         self._counters = None
         self._start = self._train_end = 0.0
         self._at_start = (0.0, 0.0)
@@ -94,6 +95,7 @@ class ThroughputMeter(Callback):
         self.epoch_samples.append(counted)
         self.epoch_input_wait.append(share)
         self.epoch_seconds.append(seconds)
+        self._steady.append(self._fit_epochs > 0)
         if logs is not None:
             if rate is not None:
                 logs["samples_per_sec"] = rate
@@ -107,15 +109,20 @@ class ThroughputMeter(Callback):
                 stall_message(epoch + 1, self.epoch_input_wait_per_task[-1], self.stall_warning,
                               self.batches_agreed))
 
+    def _steady_mean(self, values: list) -> Optional[float]:
+        """The mean of `values` (one per epoch) over the epochs after each fit's first (all of
+        them where every epoch is a fit's first)."""
+        steady = [v for v, later in zip(values, self._steady) if later] or values
+        known = [v for v in steady if v is not None]
+        return sum(known) / len(known) if known else None
+
     @property
     def steady_samples_per_sec(self) -> Optional[float]:
-        rates = [r for r in (self.epoch_rates[1:] or self.epoch_rates) if r is not None]
-        return sum(rates) / len(rates) if rates else None
+        return self._steady_mean(self.epoch_rates)
 
     @property
     def steady_input_wait(self) -> Optional[float]:
-        shares = [s for s in (self.epoch_input_wait[1:] or self.epoch_input_wait) if s is not None]
-        return sum(shares) / len(shares) if shares else None
+        return self._steady_mean(self.epoch_input_wait)
 
 
 def stall_message(epoch: int, shares: list[float], threshold: float, batches_agreed: bool) -> str:

@@ -1,0 +1,47 @@
+"""`--steps_per_execution=auto`'s choice and the flag's values (no training: tests/train/
+test_auto_steps.py trains with it)."""
+
+import pytest
+
+from tfdist.app.auto_steps import MOST, TARGET_SECONDS, StepClock, choose
+from tfdist.app.config import AUTO, TrainConfig
+from tfdist.errors import ConfigError
+
+
+def test_the_smallest_divisor_whose_call_takes_the_target():
+    # 44 steps: divisors 1, 2, 4, 11, 22, 44.
+    assert choose(0.002, 44, 0.02) == 11  # 4 x 2 ms = 8 ms < 20 ms <= 11 x 2 ms
+    assert choose(0.005, 44, 0.02) == 4  # exactly 20 ms
+    assert choose(0.025, 44, 0.02) == 1  # a step alone takes longer
+    assert choose(0.0001, 44, 0.02) == 44  # none reaches it: the largest, a call per epoch
+    assert choose(0.002, 47, 0.02) == 47  # a prime: one call per epoch
+    assert choose(1e-9, 5000, 0.02) == max(d for d in range(1, MOST + 1) if 5000 % d == 0)
+    assert choose(0.002, 44) == choose(0.002, 44, TARGET_SECONDS)
+
+
+def test_the_setting():
+    assert TrainConfig(steps_per_execution="auto").steps_per_execution == AUTO
+    assert TrainConfig(steps_per_execution=" AUTO ").steps_per_execution == AUTO
+    assert TrainConfig(steps_per_execution="8").steps_per_execution == 8
+    assert TrainConfig(steps_per_execution=3).steps_per_execution == 3
+    for bad in ("0", "-2", "four", "2.5", ""):
+        with pytest.raises(ConfigError, match=f"steps_per_execution={bad!r}: expected a count"):
+            TrainConfig(steps_per_execution=bad)
+
+
+class _Clocked(StepClock):
+    """StepClock fed given times instead of the clock's."""
+
+    def feed(self, ends):
+        self.on_epoch_begin(0)
+        for t in ends:
+            self._ends.append(t)
+
+
+def test_the_clock_takes_the_median_of_the_epochs_second_half():
+    clock = _Clocked()
+    # 10 steps: the first half slow (tracing), the second 2 ms apart with one outlier.
+    clock.feed([1.0, 1.5, 1.6, 1.7, 1.8, 2.000, 2.002, 2.004, 2.030, 2.032])
+    assert clock.step_seconds() == pytest.approx(0.002)
+    clock.feed([0.0, 1.0, 1.001])  # too few steps to time
+    assert clock.step_seconds() is None

@@ -1,0 +1,91 @@
+"""`tfdist train --steps_per_execution=auto`: the first epoch at one step a call, timed, the others
+at the count chosen, and the same weights as one step a call; the tasks agree on the count; a
+stopped run resumes to the same weights. The call's target is set huge here
+(TFDIST_TEST_AUTO_STEPS_MS), so the count is the largest divisor of the epoch's 12 steps, 12,
+whatever the machine's pace (the choice itself: tests/app/test_auto_steps.py)."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from tests.helpers import TFDIST, WAIT, keras_environ, run, tf_keras_twin
+from tests.train.test_user_script import last_checkpoint, stopped_at_pause
+from tfdist.env_vars import TEST_AUTO_STEPS_MS
+
+pytestmark = pytest.mark.slow
+
+STEPS = 12
+CHOSEN = "steps_per_execution auto: 12 from epoch 2 on"
+
+
+def command(model_dir, count, keras=3, epochs=3, tasks=1):
+    train = [
+        TFDIST, "train", "--pipeline=digits", f"--keras={keras}", f"--epochs={epochs}",
+        f"--steps_per_epoch={STEPS}", f"--steps_per_execution={count}", f"--model_dir={model_dir}"
+    ]
+    if tasks == 1:
+        return train
+    return [TFDIST, "launch", "-n", str(tasks), "--strategy=multi_worker", "--", *train]
+
+
+def environ(keras):
+    return {TEST_AUTO_STEPS_MS.name: "1e9", **keras_environ(keras)}
+
+
+def trained(model_dir, count, keras=3, **kwargs) -> str:
+    r = run(command(model_dir, count, keras, **kwargs), env=environ(keras), timeout=WAIT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout + r.stderr
+
+
+def assert_same_weights(a, b, keras):
+    (meta_a, weights_a), (meta_b, weights_b) = last_checkpoint(a, keras), last_checkpoint(b, keras)
+    assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"])
+    assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
+    for name in weights_a:  # exact: the same steps on the same batches, one after the other
+        np.testing.assert_array_equal(weights_a[name], weights_b[name], err_msg=name)
+
+
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
+def test_auto_trains_what_one_step_a_call_trains(keras, tmp_path):
+    auto, one = tmp_path / "auto", tmp_path / "one"
+    out = trained(auto, "auto", keras)
+    trained(one, 1, keras)
+    assert out.count(CHOSEN) == 1, out[-3000:]
+    assert "the median), so a call takes about" in out
+    # The first fit logs the run's epochs (it ends after the first), the second goes on.
+    assert "training from epoch 1/3, 12 steps each" in out
+    assert "training from epoch 2/3, 12 steps each" in out and "resuming" not in out, out[-3000:]
+    assert_same_weights(auto, one, keras)
+    ran, straight = (json.loads((d / "metrics.json").read_text()) for d in (auto, one))
+    assert ran["final"] == straight["final"]
+    assert ran["epochs"] == 3 and ran["resumed_from"] is None
+    assert (ran["steps_per_execution"], straight["steps_per_execution"]) == (12, 1)
+    assert len(ran["epoch_input_wait"]) == 3 and None not in ran["epoch_input_wait"], ran
+
+
+def test_tasks_agree_on_the_count(tmp_path):
+    """multi_worker, 2 tasks: the count is chosen from the slowest task's step time (the chief
+    says it), every task compiles it (else their collectives would not match), and they train
+    what one step a call trains."""
+    auto, one = tmp_path / "auto", tmp_path / "one"
+    out = trained(auto, "auto", epochs=2, tasks=2)
+    trained(one, 1, epochs=2, tasks=2)
+    lines = re.findall(rf"\[0\] tfdist: {CHOSEN}: .*", out)
+    assert len(lines) == 1 and "(the slowest task's median)" in lines[0], out[-3000:]
+    assert_same_weights(auto, one, 3)
+
+
+def test_a_stopped_auto_run_resumes_to_the_same_weights(tmp_path):
+    """Stopped at step 6 of its first epoch (one step a call), resumed: the rest of that epoch at
+    one step a call, timed again, then 12 a call; the end is the run never stopped's."""
+    stopped, straight = tmp_path / "stopped", tmp_path / "straight"
+    out = stopped_at_pause(command(stopped, "auto"), 6, environ(3))
+    assert "preempted at step 6 of epoch 1" in out and CHOSEN not in out, out[-3000:]
+    assert not (stopped / "metrics.json").exists()
+    resumed = trained(stopped, "auto")
+    assert "resuming from" in resumed and resumed.count(CHOSEN) == 1, resumed[-3000:]
+    trained(straight, "auto")
+    assert_same_weights(stopped, straight, 3)

@@ -1,0 +1,73 @@
+"""`tfdist train --steps_per_execution=auto`: the steps of one call of Keras's step function,
+chosen from the steps' time in the run's first epoch.
+
+A call has a fixed cost on the host (Python, the function call, the callbacks' hooks): about
+0.3 ms here, 13 % of a 2 ms step (docs/benchmarks.md, the spe10/ rows). N steps a call pay it once.
+The first epoch of the run trains at one step a call and times its steps (StepClock); then N is
+the smallest divisor of the epoch's steps whose call takes TARGET_SECONDS or more, agreed by the
+tasks (the slowest task's step time decides, so every task compiles the same N), and the other
+epochs train in a second `fit` at N, the model re-compiled with the same optimizer (its state
+kept). Under parameter_server it stays 1: the chief's batch hooks see steps scheduled, not
+run. A divisor: Keras 3 runs every call in full, so only then does every epoch train its own
+steps and a stop resume where it stopped. The same weights as at one step a call: a call runs
+the same steps on the same batches, one after the other.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Optional
+
+from tfdist.env_vars import TEST_AUTO_STEPS_MS
+from tfdist.keras_compat.callback import Callback
+
+# The time a call should take at least: the fixed cost of about 0.3 ms is then 1.5 % of it.
+TARGET_SECONDS = 0.02
+MOST = 1000  # steps a call at most (a step of under 20 microseconds)
+
+
+def target_seconds() -> float:
+    """TARGET_SECONDS, or the tests' (TFDIST_TEST_AUTO_STEPS_MS)."""
+    given = os.environ.get(TEST_AUTO_STEPS_MS.name)
+    return float(given) / 1e3 if given else TARGET_SECONDS
+
+
+def choose(step_seconds: float, steps_per_epoch: int, target: float = TARGET_SECONDS) -> int:
+    """The smallest divisor of `steps_per_epoch` (at most MOST) whose call of that many steps
+    takes `target` seconds or more; the largest one up to MOST where none does."""
+    divisors = [d for d in range(1, min(steps_per_epoch, MOST) + 1) if steps_per_epoch % d == 0]
+    for count in divisors:
+        if count * step_seconds >= target:
+            return count
+    return divisors[-1]
+
+
+class StepClock(Callback):
+    """The time between the ends of consecutive steps of an epoch at one step a call: the median
+    over the epoch's second half (its first steps trace the function and fill the pipeline).
+    `stop`: fit ends after the first epoch (put it last: the others' epoch end comes first)."""
+
+    def __init__(self, stop: bool = False):
+        super().__init__()
+        self._supports_tf_logs = True  # reads no logs: Keras need not fetch them per step
+        self._ends: list[float] = []
+        self.stop = stop
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.stop:
+            self.model.stop_training = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._ends = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._ends.append(time.perf_counter())
+
+    def step_seconds(self) -> Optional[float]:
+        """The median step time of the last epoch's second half; None under 4 steps timed."""
+        later = self._ends[len(self._ends) // 2:]
+        if len(later) < 3:
+            return None
+        return statistics.median(b - a for a, b in zip(later, later[1:]))
