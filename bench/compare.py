@@ -197,10 +197,14 @@ class Run:
     def keras(self) -> Optional[str]:
         """The Keras rank 0's fit ran ("tf-keras 2.18.0", "Keras 3.15.1"; bench/probe.py writes
         it at the end of the first step), or None where not known."""
+        return self.recorded("keras")
+
+    def recorded(self, key: str):
+        """What rank 0's bench/probe.py record holds under `key` now, or None."""
         if not self.record or not os.path.exists(self.record):
             return None
         with open(self.record) as f:
-            return json.load(f).get("keras")
+            return json.load(f).get(key)
 
     @property
     def tags(self) -> list[str]:
@@ -311,7 +315,7 @@ def compare(pairs: Sequence[dict],
         most = max(run_pairs, pair.get("max_run_pairs", run_pairs))
         started = time.monotonic()
         measured: tuple[dict, dict] = ({}, {})
-        error, memory, kerases = None, {}, {}
+        error, memory, kerases, calls = None, {}, {}, {}
         i = 0
         for k in range(most):  # the rounds split over fresh pairs of runs
             if k >= run_pairs and _tells(measured):
@@ -329,6 +333,7 @@ def compare(pairs: Sequence[dict],
                         measured[index][i] = dict(slice_, run_pair=k)
                     i += 1
                 memory = {label: proctree.peak_rss_mb(run.tags) for label, run in runs.items()}
+                calls = {label: run.recorded("steps_per_call") for label, run in runs.items()}
             except RunFailed as e:
                 error = str(e)
                 log(f"  {pair['name']}: FAILED: {error}")
@@ -347,7 +352,11 @@ def compare(pairs: Sequence[dict],
                        "b": [measured[1][i] for i in sorted(measured[1])]
                    })
         for label in ("a", "b"):
-            row[f"{label}_side"].update(peak_rss_mb=memory.get(label), keras=kerases.get(label))
+            row[f"{label}_side"].update(peak_rss_mb=memory.get(label),
+                                        keras=kerases.get(label),
+                                        steps_per_call=calls.get(label))
+            if "auto" in row[label] and calls.get(label):  # the count tfdist chose
+                row[label] += f" (chose {calls[label]})"
         c, r = row["cpu_ratio"], row["rate_ratio"]
         log(f"  {pair['name']}: CPU/sample {c['median']} [{c['low']}, {c['high']}], samples/s "
             f"{r['median']} [{r['low']}, {r['high']}]: {row['verdict']} ({row['seconds']:.0f} s)")

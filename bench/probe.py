@@ -117,6 +117,10 @@ def patch_callback_list(module) -> None:
     def on_epoch_begin(self, epoch, logs=None):
         state["epoch"] = [time.time(), None]
         state["calls"] = steps_per_call(self.model)
+        if record.get("steps_per_call") != state["calls"]:  # e.g. tfdist train's auto count
+            record["steps_per_call"] = state["calls"]
+            if record["first_step_end"] is not None:
+                write()
         return original["on_epoch_begin"](self, epoch, logs)
 
     def on_epoch_end(self, epoch, logs=None):
