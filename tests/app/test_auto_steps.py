@@ -17,6 +17,10 @@ def test_the_smallest_divisor_whose_call_takes_the_target():
     assert choose(0.002, 47, 0.02) == 47  # a prime: one call per epoch
     assert choose(1e-9, 5000, 0.02) == max(d for d in range(1, MOST + 1) if 5000 % d == 0)
     assert choose(0.002, 44) == choose(0.002, 44, TARGET_SECONDS)
+    # Step checkpoints every 10 steps: a divisor of gcd(44, 10) = 2, so they land on their steps.
+    assert choose(0.002, 44, 0.02, checkpoint_steps=10) == 2
+    assert choose(0.002, 60, 0.02, checkpoint_steps=30) == 10
+    assert choose(0.002, 60, 0.02, checkpoint_steps=0) == 10
 
 
 def test_the_setting():

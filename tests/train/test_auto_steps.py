@@ -20,10 +20,11 @@ STEPS = 12
 CHOSEN = "steps_per_execution auto: 12 from epoch 2 on"
 
 
-def command(model_dir, count, keras=3, epochs=3, tasks=1):
+def command(model_dir, count, keras=3, epochs=3, tasks=1, every=0):
     train = [
         TFDIST, "train", "--pipeline=digits", f"--keras={keras}", f"--epochs={epochs}",
-        f"--steps_per_epoch={STEPS}", f"--steps_per_execution={count}", f"--model_dir={model_dir}"
+        f"--steps_per_epoch={STEPS}", f"--steps_per_execution={count}", f"--model_dir={model_dir}",
+        f"--checkpoint_steps={every}"
     ]
     if tasks == 1:
         return train
@@ -69,12 +70,16 @@ def test_auto_trains_what_one_step_a_call_trains(keras, tmp_path):
 def test_tasks_agree_on_the_count(tmp_path):
     """multi_worker, 2 tasks: the count is chosen from the slowest task's step time (the chief
     says it), every task compiles it (else their collectives would not match), and they train
-    what one step a call trains."""
+    what one step a call trains. Step checkpoints every 6 steps: the count divides 6 too, and
+    they land on their steps."""
     auto, one = tmp_path / "auto", tmp_path / "one"
-    out = trained(auto, "auto", epochs=2, tasks=2)
-    trained(one, 1, epochs=2, tasks=2)
-    lines = re.findall(rf"\[0\] tfdist: {CHOSEN}: .*", out)
+    out = trained(auto, "auto", epochs=2, tasks=2, every=6)
+    trained(one, 1, epochs=2, tasks=2, every=6)
+    lines = re.findall(r"\[0\] tfdist: steps_per_execution auto: 6 from epoch 2 on: .*", out)
     assert len(lines) == 1 and "(the slowest task's median)" in lines[0], out[-3000:]
+    assert "and of --checkpoint_steps=6" in lines[0]
+    saved = re.findall(r"\[0\] tfdist: checkpoint \S+/ckpt-(\d+) ", out)
+    assert saved == ["6", "12", "18", "24"], out[-3000:]
     assert_same_weights(auto, one, 3)
 
 

@@ -7,14 +7,16 @@ The first epoch of the run trains at one step a call and times its steps (StepCl
 the smallest divisor of the epoch's steps whose call takes TARGET_SECONDS or more, agreed by the
 tasks (the slowest task's step time decides, so every task compiles the same N), and the other
 epochs train in a second `fit` at N, the model re-compiled with the same optimizer (its state
-kept). Under parameter_server it stays 1: the chief's batch hooks see steps scheduled, not
-run. A divisor: Keras 3 runs every call in full, so only then does every epoch train its own
-steps and a stop resume where it stopped. The same weights as at one step a call: a call runs
+kept). A divisor: Keras 3 runs every call in full, so only then does every epoch train its own
+steps and a stop resume where it stopped; with step checkpoints a divisor of their interval too,
+so they land on their steps. Under parameter_server it stays 1: the chief's batch hooks see steps
+scheduled, not run. The same weights as at one step a call: a call runs
 the same steps on the same batches, one after the other.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -36,10 +38,16 @@ def target_seconds() -> float:
     return float(given) / 1e3 if given else TARGET_SECONDS
 
 
-def choose(step_seconds: float, steps_per_epoch: int, target: float = TARGET_SECONDS) -> int:
-    """The smallest divisor of `steps_per_epoch` (at most MOST) whose call of that many steps
-    takes `target` seconds or more; the largest one up to MOST where none does."""
-    divisors = [d for d in range(1, min(steps_per_epoch, MOST) + 1) if steps_per_epoch % d == 0]
+def choose(step_seconds: float,
+           steps_per_epoch: int,
+           target: float = TARGET_SECONDS,
+           checkpoint_steps: int = 0) -> int:
+    """The smallest divisor of `steps_per_epoch` (and of `checkpoint_steps`, where step
+    checkpoints are written: then they land on their steps, not at the next call's end), at most
+    MOST, whose call of that many steps takes `target` seconds or more; the largest one up to MOST
+    where none does."""
+    steps = math.gcd(steps_per_epoch, checkpoint_steps) if checkpoint_steps else steps_per_epoch
+    divisors = [d for d in range(1, min(steps, MOST) + 1) if steps % d == 0]
     for count in divisors:
         if count * step_seconds >= target:
             return count

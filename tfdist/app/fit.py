@@ -175,7 +175,8 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
     model.fit(train_input(start.epoch, start.step), epochs=cfg.epochs, **fit)
     if auto and not fixed:
         callbacks.remove(clock)
-        count = _agreed_count(rt, clock, steps, start.epoch)
+        count = _agreed_count(rt, clock, steps, start.epoch,
+                              cfg.checkpoint_steps if cfg.model_dir else 0)
         if callbacks.summary is not None:
             callbacks.summary.write_at_end = True
         if callbacks.checkpoint is not None:
@@ -232,7 +233,7 @@ def _auto_fixed(cfg: TrainConfig, rt, first_epoch: int) -> Optional[str]:
     return None
 
 
-def _agreed_count(rt, clock: StepClock, steps: int, epoch: int) -> int:
+def _agreed_count(rt, clock: StepClock, steps: int, epoch: int, checkpoint_steps: int) -> int:
     """The steps a call for the epochs after the first, the same on every task: chosen from the
     slowest task's step time."""
     own = clock.step_seconds()
@@ -244,11 +245,13 @@ def _agreed_count(rt, clock: StepClock, steps: int, epoch: int) -> int:
         log.info("steps_per_execution auto: 1 (too few steps in epoch %d to time)", epoch + 1)
         return 1
     target = target_seconds()
-    count = choose(slowest, steps, target)
-    why = (f"the smallest divisor of the epoch's {steps} steps whose call takes "
-           f"{target * 1e3:.0f} ms or more" if count * slowest >= target else
-           f"no divisor of the epoch's {steps} steps up to {MOST} makes a call of "
-           f"{target * 1e3:.0f} ms: the largest")
+    count = choose(slowest, steps, target, checkpoint_steps)
+    within = f"the epoch's {steps} steps" + (f" and of --checkpoint_steps={checkpoint_steps}"
+                                             if checkpoint_steps else "")
+    why = (
+        f"the smallest divisor of {within} whose call takes {target * 1e3:.0f} ms or more"
+        if count * slowest >= target else
+        f"no divisor of {within} up to {MOST} makes a call of {target * 1e3:.0f} ms: the largest")
     log.info(
         "steps_per_execution auto: %d from epoch %d on: a step took %.2f ms in epoch %d (%s), "
         "so a call takes about %.0f ms (%s)", count, epoch + 2, slowest * 1e3, epoch + 1,

@@ -86,7 +86,8 @@ flags.DEFINE_string(
     "overhead for small models. Checkpoints, preemption and resume stay exact; Keras 3 with "
     "--model_dir needs it to divide the steps of an epoch (--steps_per_epoch). 'auto': the first "
     "epoch trains at 1 and times its steps, the others at the smallest divisor of the epoch's "
-    "steps whose call takes 50 ms or more (1 under parameter_server or --profile_steps).")
+    "steps (and of --checkpoint_steps) whose call takes 50 ms or more (1 under "
+    "parameter_server or --profile_steps).")
 flags.DEFINE_integer("checkpoint_steps",
                      D.checkpoint_steps, "Also checkpoint every this many steps (0: only at "
                      "each epoch end). Checkpoints go to MODEL_DIR/checkpoints.",
