@@ -164,7 +164,7 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         shuffle=False,  # the pipeline shuffles (Keras 3 warns that it would not)
         verbose=verbose if rt.is_chief else 0)
     count = 1 if auto else cfg.steps_per_execution  # steps a call from the second epoch on
-    fixed = auto and _auto_fixed(cfg, rt, start.epoch)
+    fixed = auto and _auto_fixed(cfg, rt, start.epoch, callbacks)
     if fixed:
         log.info("steps_per_execution auto: 1 (%s)", fixed)
     elif auto:  # the first epoch at one step a call, timed; the others at the count chosen
@@ -221,12 +221,12 @@ def _data_position(epoch: int, step: int, steps: int, pass_steps: int) -> tuple[
     return data_pass, skip
 
 
-def _auto_fixed(cfg: TrainConfig, rt, first_epoch: int) -> Optional[str]:
+def _auto_fixed(cfg: TrainConfig, rt, first_epoch: int, callbacks) -> Optional[str]:
     """Why --steps_per_execution=auto keeps one step a call for the whole run, or None."""
     if cfg.epochs - first_epoch < 2:
         return "one epoch to train: no later epoch to train faster"
-    if cfg.profile_steps:
-        return "--profile_steps traces the steps one by one"
+    if callbacks.profiler is not None:  # --profile_steps or $PROFILE_STEPS
+        return "the profiler (--profile_steps) traces the steps one by one"
     if rt.strategy_name == "parameter_server":
         # The chief's hooks see steps scheduled, not run: no step time to choose by.
         return "under parameter_server the chief does not see how long a step takes"
