@@ -125,16 +125,18 @@ class Runtime:
         """The single-replica rate `lr` scaled to the replicas in sync: ηN (linear), η√N (sqrt)."""
         return scale_lr(lr, max(1, self.num_replicas), rule or self.lr_scaling)
 
-    def dataset(self, dataset_fn, skip_steps: int = 0):
+    def dataset(self, dataset_fn, skip_steps: int = 0, starts_at_step: int = 0):
         """What model.fit takes: dataset_fn(input_context) built once per input pipeline, less
         the batches of the first `skip_steps` steps (a resumed run: `rt.resume(d).steps_done`, or
-        `.step` when dataset_fn already starts at the resumed epoch)."""
+        `.step` when dataset_fn already starts at the resumed epoch). `starts_at_step`: the
+        steps into the resumed epoch at which dataset_fn's input already starts by itself
+        (nothing skipped here); either says that a mid-epoch checkpoint resumes at its step."""
         exact = self.engine.capabilities.exact_resume
         if skip_steps and not exact:
             log.info("%s has no exact data position to resume at: the data starts over.",
                      self.engine.name)
             skip_steps = 0
-        self._input_skips = max(self._input_skips, skip_steps)
+        self._input_skips = max(self._input_skips, skip_steps, starts_at_step if exact else 0)
         if skip_steps:
 
             def skipped(ctx, dataset_fn=dataset_fn):

@@ -149,17 +149,29 @@ def test_resume_from_a_mid_epoch_step_equals_uninterrupted(strategy, keras, stra
 
 
 @pytest.mark.default_stack  # tfdist's own arithmetic: tfdist.app.fit's data position
-def test_resume_in_epochs_shorter_than_the_data_equals_uninterrupted(tmp_path):
-    """Epochs of 12 steps over data of 44 steps a pass: epoch 2 trains steps 12-23 of the first
-    pass, so a resume 6 steps into it starts 18 steps into that pass (it started the second pass,
-    the batches of another epoch: measured 2026-11-28, loss 1.9795 against 2.0167)."""
-    args = [*TRAIN, "--epochs=2", "--steps_per_epoch=12", "--checkpoint_steps=6", "--keras=3"]
+@pytest.mark.parametrize(
+    "extra,stop",
+    [
+        # Epochs of 12 steps over data of 44 steps a pass: epoch 2 trains steps 12-23 of the
+        # first pass, so a resume 6 steps into it starts 18 steps into that pass (it started the
+        # second pass, the batches of another epoch: measured 2026-11-28, loss 1.9795 against
+        # 2.0167 at the end).
+        (["--epochs=2", "--steps_per_epoch=12", "--checkpoint_steps=6"], 18),
+        # Mirrored over 3 devices, one pipeline: a step takes 3 of its batches and a pass has 44,
+        # so passes end inside steps (14 steps an epoch: 42 batches). 32 steps in, the run is 96
+        # batches into its data: 8 into the third pass, not the 12 of 4 steps into it.
+        (["--epochs=3", "--strategy=mirrored", "--cpu_devices=3", "--checkpoint_steps=4"], 32),
+    ],
+    ids=["short-epochs", "three-replicas"])
+def test_resume_where_the_data_was_equals_uninterrupted(extra, stop, tmp_path):
+    args = [*TRAIN, *extra, "--keras=3"]
     stopped, reference = tmp_path / "stopped", tmp_path / "straight"
-    r = run([TFDIST, *args, f"--model_dir={stopped}"], env={EXIT_AFTER_STEP: "18"})
+    r = run([TFDIST, *args, f"--model_dir={stopped}"], env={EXIT_AFTER_STEP: str(stop)})
     assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-2000:]
     r = run([TFDIST, *args, f"--model_dir={stopped}"])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "(epoch 1, step 6), at that step: the input skips 18 steps" in r.stderr, r.stderr[-3000:]
+    assert re.search(r"ckpt-%d \(epoch \d, step \d+\), at that step" % stop,
+                     r.stderr), r.stderr[-3000:]
     r = run([TFDIST, *args, f"--model_dir={reference}"])
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     for a, b in zip(weights(stopped, 3), weights(reference, 3)):

@@ -133,10 +133,20 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
 
     def train_input(epoch: int, step: int):
         """The input from `step` steps into `epoch` (of `steps` steps) on."""
-        data_pass, skip = _data_position(epoch, step, steps, pass_steps)
-        return rt.dataset(lambda ctx: pipeline.dataset(
-            "train", ctx, cfg.batch_size, repeat=True, epoch=data_pass, **options),
-                          skip_steps=skip)
+
+        def made(ctx, **kwargs):
+            return pipeline.dataset("train", ctx, cfg.batch_size, **options, **kwargs)
+
+        if not rt.engine.capabilities.exact_resume:  # parameter_server: the epoch's pass (and
+            # rt.dataset says that the data starts over)
+            return rt.dataset(lambda ctx: made(ctx, repeat=True, epoch=epoch), skip_steps=step)
+
+        def dataset_fn(ctx):
+            data_pass, skip = _data_position(epoch * steps + step, ctx, made(ctx, repeat=False),
+                                             pass_steps)
+            return made(ctx, repeat=True, epoch=data_pass).skip(skip)
+
+        return rt.dataset(dataset_fn, starts_at_step=step)
 
     auto = cfg.steps_per_execution == AUTO
     with rt.scope():
@@ -209,16 +219,19 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         final=final)
 
 
-def _data_position(epoch: int, step: int, steps: int, pass_steps: int) -> tuple[int, int]:
-    """(the pass over the data, the steps into it) where training is `step` steps into `epoch`
-    of `steps` steps each: the pipeline repeats pass after pass (each in its own order, that of
-    its number) and an epoch of --steps_per_epoch steps need not be one pass of `pass_steps`.
-    A position inside an epoch is never given as the start of a pass: the skip tells the
-    checkpoint that the input starts at the step (rt.dataset's skip_steps)."""
-    data_pass, skip = divmod(epoch * steps + step, pass_steps)
-    if step and not skip and data_pass:
-        data_pass, skip = data_pass - 1, pass_steps
-    return data_pass, skip
+def _data_position(position: int, ctx, one_pass, pass_steps: int) -> tuple[int, int]:
+    """(the pass over the data, the batches into it) of this input pipeline (`ctx`) where the run
+    is `position` steps from its start. A pipeline repeats pass after pass, each in its own order
+    (that of its number), and an epoch need not be a pass: --steps_per_epoch sets its steps, a
+    pass over files of uneven size may hold fewer batches than the data's share, and a pipeline
+    feeding several replicas gives each step one batch per replica, so a pass of an odd number of
+    batches ends inside a step. `one_pass`: the pipeline's dataset of one pass, whose cardinality
+    is its batches; where it is unknown, `pass_steps` steps of the data's share."""
+    per_step = max(1, ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+    batches = int(one_pass.cardinality())
+    if batches <= 0:  # unknown or infinite
+        batches = pass_steps * per_step
+    return divmod(position * per_step, batches)
 
 
 def _auto_fixed(cfg: TrainConfig, rt, first_epoch: int, callbacks) -> Optional[str]:
