@@ -77,8 +77,8 @@ def test_scale_sizes_1_and_2_on_two_nodes(slurm, jobdir, scaling, batches, lrs):
     assert rows[2]["efficiency"] == pytest.approx(r2 / r1 / 2)
     # The table in the job log: a row per size, with that efficiency. (Columns are as wide as
     # their widest cell: "10565 ±10%" widens the samples/s column, CI 2026-11-28.)
-    assert re.search(r"^\s*size\s+nodes x tasks\s+global batch\s+scaled LR\s+samples/s\s",
-                     job.log, re.M), job.log
+    assert re.search(r"^\s*size\s+nodes x tasks\s+global batch\s+scaled LR\s+samples/s\s", job.log,
+                     re.M), job.log
     line2 = next(line for line in job.log.splitlines() if re.match(r"^\s+2\s+2x1\s", line))
     assert f"{rows[2]['efficiency']:.0%}" in line2 and f"{r2:.0f}" in line2, line2
     print(f"{scaling}: {r1:.0f} -> {r2:.0f} samples/s, efficiency {rows[2]['efficiency']:.2f}")
