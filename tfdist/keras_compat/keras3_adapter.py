@@ -20,7 +20,6 @@ functions as tfdist.keras_compat.tf_keras_adapter, through the hooks Keras 3's `
 
 from __future__ import annotations
 
-import inspect
 from typing import Optional
 
 GENERATION = 3  # the identity a checkpoint records: the variables' names differ between Kerases
@@ -214,20 +213,15 @@ def execution_misaligned(model, steps_per_epoch: Optional[int]) -> Optional[str]
 
 def steps_unsupported(model) -> Optional[str]:
     """Why the steps of this model's fit cannot be instrumented, or None."""
-    import importlib
-
     from tfdist.keras_compat import known_sources
-    from tfdist.keras_compat.modules import TRAINER
 
-    trainer = importlib.import_module(TRAINER)
     # Copied: the one-step function of make_train_function; with more than one step a call, the
     # count of steps a call of `_make_function`'s function runs.
     names = [MAKE_TRAIN_FUNCTION]
     if steps_per_execution(model) > 1:
         names.append("TensorFlowTrainer._make_function")
     for name in names:
-        function = inspect.unwrap(getattr(trainer.TensorFlowTrainer, name.split(".")[1], None))
-        if not known_sources.known(name, function):
+        if not known_sources.known(name, known_sources.function_here(name)):
             return f"Keras's {name} is not code tfdist ran (tfdist.keras_compat.known_sources)"
     return None
 

@@ -124,16 +124,18 @@ def known(name: str, function) -> bool:
     return source_hash(function) in RUN[name] or os.environ.get(KERAS3_TRY.name) == "1"
 
 
+def function_here(name: str):
+    """The function `name` of RUN as the Keras 3 of this process defines it (imported here;
+    tfdist's corrections unwrapped), None where this Keras has no such function."""
+    obj = importlib.import_module(MODULES[name])
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    return None if obj is None else inspect.unwrap(obj)
+
+
 def functions_here() -> dict:
-    """Each function of RUN as the Keras 3 of this process defines it (imported here; tfdist's
-    corrections unwrapped), None where this Keras has no such function."""
-    found = {}
-    for name, module in MODULES.items():
-        obj = importlib.import_module(module)
-        for part in name.split("."):
-            obj = getattr(obj, part, None)
-        found[name] = None if obj is None else inspect.unwrap(obj)
-    return found
+    """function_here of each function of RUN."""
+    return {name: function_here(name) for name in MODULES}
 
 
 def unknown_here() -> list[str]:
