@@ -82,8 +82,9 @@ def execution_misaligned(model, steps_per_epoch: Optional[int]) -> Optional[str]
     return None
 
 
-def steps_unsupported(model) -> Optional[str]:
-    """Why the steps of this model's fit cannot be instrumented, or None."""
+def steps_unsupported(model, steps_per_epoch: Optional[int] = None) -> Optional[str]:
+    """Why the steps of this model's fit cannot be instrumented, or None (tf-keras's own loop is
+    copied: any steps_per_epoch)."""
     try:
         training = importlib.import_module(TF_KERAS_TRAINING)
     except ImportError:

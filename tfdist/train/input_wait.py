@@ -21,9 +21,10 @@ from tfdist.keras_compat import adapter
 log = logging.getLogger("tfdist")
 
 
-def unsupported(model) -> Optional[str]:
-    """Why the input wait of this model's fit cannot be timed, or None."""
-    return adapter(model).steps_unsupported(model)
+def unsupported(model, steps_per_epoch: Optional[int] = None) -> Optional[str]:
+    """Why the input wait of this model's fit (of `steps_per_epoch` steps, None: not known)
+    cannot be timed, or None."""
+    return adapter(model).steps_unsupported(model, steps_per_epoch)
 
 
 def workers(model) -> int:
@@ -48,13 +49,13 @@ def _batch_size(data, strategy):
     return tf.cast(tf.add_n(sizes), tf.float64)
 
 
-def count_steps(model) -> Optional[StepCounters]:
+def count_steps(model, steps_per_epoch: Optional[int] = None) -> Optional[StepCounters]:
     """Replace model.train_function (call from on_train_begin: fit has just made it) by one that
     also adds each step's wait for input, in seconds, and its samples to the returned variables.
     None, with the reason logged, when this fit cannot be instrumented. Under parameter_server the
     steps run on the workers and the variables live on a parameter server: they sum every
     worker's."""
-    reason = unsupported(model)
+    reason = unsupported(model, steps_per_epoch)
     if reason:
         log.info("input wait not measured: %s.", reason)
         return None

@@ -59,7 +59,7 @@ class ThroughputMeter(Callback):
         self._fit_epochs, self._workers = 0, 1
 
     def on_train_begin(self, logs=None):
-        self._counters = count_steps(self.model)
+        self._counters = count_steps(self.model, (self.params or {}).get("steps"))
         self._workers = workers(self.model)  # parameter_server: one variable sums all workers
         self._fit_epochs = 0
 
