@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 
 from tfdist import import_hooks
-from tfdist.keras_compat.modules import ADAPTERS, CSV_LOGGER, LOSS_SCALE, METRIC, TRAINER
+from tfdist.keras_compat.modules import (ADAPTERS, CSV_LOGGER, EPOCH_ITERATOR, LOSS_SCALE, METRIC,
+                                         TRAINER)
 
 
 def _correct_trainer(trainer) -> None:
@@ -28,6 +29,12 @@ def _correct_adapters(module) -> None:
     from tfdist.keras_compat import distributed_input
 
     distributed_input.accept_datasets_from_function(module)
+
+
+def _correct_epoch_iterator(module) -> None:
+    from tfdist.keras_compat import call_steps
+
+    call_steps.apply(module)
 
 
 def _correct_loss_scale(module) -> None:
@@ -53,6 +60,7 @@ CORRECTIONS = {
     TRAINER: _correct_trainer,
     LOSS_SCALE: _correct_loss_scale,
     ADAPTERS: _correct_adapters,
+    EPOCH_ITERATOR: _correct_epoch_iterator,
     CSV_LOGGER: _correct_csv_logger,
     METRIC: _correct_metric,
 }

@@ -96,14 +96,14 @@ def instrument_steps(model, counters, batch_size) -> None:
     """Replace `model.train_function` (from on_train_begin: fit has just made it) by one that adds
     each step's wait for its batch, in seconds, and its samples (`batch_size(data, strategy)`) to
     `counters`; Keras's own function stays for calls without a dataset iterator (train_on_batch).
-    A call runs steps_per_execution steps (a call of tfdist's parameter_server fit: the count
-    it passes) in a plain loop, as tfdist.keras_compat.multi_step runs them: an input that runs
-    out mid-call ends the epoch there (OutOfRangeError, which Keras's epoch iterator takes as its
-    end) instead of returning the call's last outputs."""
+    A call runs the steps Keras's epoch iterator gives it (tfdist.keras_compat.call_steps: up to
+    steps_per_execution, fewer at the end of the input's pass; a call of tfdist's parameter_server
+    fit: the count it passes) in a plain loop, as tfdist.keras_compat.multi_step runs them."""
     import tensorflow as tf
 
     import importlib
 
+    from tfdist.keras_compat import call_steps
     from tfdist.keras_compat.modules import TRAINER
 
     trainer = importlib.import_module(TRAINER)
@@ -150,7 +150,10 @@ def instrument_steps(model, counters, batch_size) -> None:
                 return coordinator.schedule(step, args=(iterator, ))
             return coordinator.schedule(steps, args=(iterator, tf.constant(count, tf.int64)))
         if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
-            return step(iterator) if calls == 1 else steps(iterator, tf.constant(calls))
+            if calls == 1:
+                return step(iterator)
+            count = call_steps.of_call(iterator, calls) or calls  # None: not from Keras's loop
+            return steps(iterator, tf.constant(count))
         return own(iterator)
 
     model.train_function = train_function
@@ -213,16 +216,20 @@ def execution_misaligned(model, steps_per_epoch: Optional[int]) -> Optional[str]
 
 def steps_unsupported(model, steps_per_epoch: Optional[int] = None) -> Optional[str]:
     """Why the steps of this model's fit (of `steps_per_epoch` steps, None: not known) cannot be
-    instrumented, or None. With N > 1 steps a call only where N divides the epoch's steps: the
-    plain loop of instrument_steps ends a call whose input runs out with an error, where Keras's
-    own loop returns the steps it ran (measured 2026-11-28, Keras 3.8, NumPy input of 57 batches
-    at 4 a call, one replica: 116 steps in 2 epochs against Keras's 114, other weights)."""
-    from tfdist.keras_compat import known_sources
+    instrumented, or None. With N > 1 steps a call only where the epoch's steps are known: the
+    plain loop of instrument_steps runs the steps left in the input's pass (call_steps), and an
+    input whose end Keras does not know costs the optimizer's count a step there, where Keras's
+    own loop stops at the end (measured 2026-11-28, Keras 3.8, NumPy input of 57 batches at 4 a
+    call, one replica, the loop at 4 a call to the end: 116 steps in 2 epochs against Keras's
+    114, other weights)."""
+    from tfdist.keras_compat import call_steps, known_sources
 
     calls = steps_per_execution(model)
-    if calls > 1 and (not steps_per_epoch or steps_per_epoch % calls):
-        return (f"steps_per_execution={calls} does not divide the epoch's "
-                f"{steps_per_epoch or 'unknown number of'} steps")
+    if calls > 1 and not steps_per_epoch:
+        return f"steps_per_execution={calls} and the epoch's number of steps is not known"
+    if calls > 1 and not call_steps.noting():
+        return (f"Keras's {call_steps.NAME} is not code tfdist ran "
+                "(tfdist.keras_compat.known_sources)")
 
     # Copied: the one-step function of make_train_function; with more than one step a call, the
     # count of steps a call of `_make_function`'s function runs.

@@ -22,8 +22,8 @@ import inspect
 import os
 
 from tfdist.env_vars import KERAS3_TRY
-from tfdist.keras_compat.modules import (ADAPTERS, CSV_LOGGER, LOSS_SCALE, TF_KERAS_TRAINING,
-                                         TRAINER)
+from tfdist.keras_compat.modules import (ADAPTERS, CSV_LOGGER, EPOCH_ITERATOR, LOSS_SCALE,
+                                         TF_KERAS_TRAINING, TRAINER)
 from tfdist.errors import TfdistError
 
 # Each corrected function -> {its source's hash: the Keras releases tfdist ran the correction on}.
@@ -62,6 +62,12 @@ RUN = {
         "55eb952812cac1fb": ("3.8.0", ),  # the source of 3.8 to 3.11
         "bb33b7a0da3d2740": ("3.15.1", ),  # 3.12 to 3.15
     },
+    # keras.src.trainers.epoch_iterator (tfdist.keras_compat.call_steps): wrapped; notes the steps
+    # each call may run, which the plain loops of multi_step and instrument_steps run.
+    "EpochIterator._enumerate_iterator": {
+        "5b12fbb1202bfd36": ("3.8.0", ),  # 3.7 to 3.10
+        "376e3e16a928107a": ("3.15.1", ),  # 3.11 to 3.15
+    },
     # Replaced under ParameterServerStrategy by tfdist.keras_compat.parameter_server.fit: the
     # releases whose tests/keras3/test_parameter_server.py passed (docs/compatibility.md).
     "TensorFlowTrainer.fit": {
@@ -98,6 +104,7 @@ MODULES = {
     "TensorFlowTrainer.make_train_function": TRAINER,
     "TensorFlowTrainer.fit": TRAINER,
     "TensorFlowTrainer._make_function": TRAINER,
+    "EpochIterator._enumerate_iterator": EPOCH_ITERATOR,
     "CSVLogger.on_train_begin": CSV_LOGGER,
 }
 

@@ -9,6 +9,7 @@ TRAINER = "keras.src.backend.tensorflow.trainer"  # Keras 3's TensorFlow fit/eva
 MODEL = "keras.src.models.model"  # Keras 3's Model: save and save_weights
 LOSS_SCALE = "keras.src.optimizers.loss_scale_optimizer"  # mixed_float16's LossScaleOptimizer
 ADAPTERS = "keras.src.trainers.data_adapters"  # which inputs fit, evaluate and predict take
+EPOCH_ITERATOR = "keras.src.trainers.epoch_iterator"  # the calls of an epoch and their steps
 CSV_LOGGER = "keras.src.callbacks.csv_logger"  # the CSVLogger callback
 METRIC = "keras.src.metrics.metric"  # Keras 3's Metric: the variables of its state
 TF_KERAS_TRAINING = "tf_keras.src.engine.training"  # tf-keras's Model: fit and its train function

@@ -12,10 +12,12 @@ workers (keras-team/keras#19246 reports the error). One replica trains; tf-keras
 
 Corrected where it would fail (steps_per_execution > 1, several replicas in sync): the function
 `_make_function` makes runs the first step and then the others in a `tf.range` loop, each step as
-Keras's own one-step function runs it (`strategy.run`, `reduce_per_replica`). An input that runs
-out mid-call raises OutOfRangeError, which Keras's epoch iterator takes as the epoch's end (the
-steps run in that call keep their updates; the epoch's logs come from the metrics). Everywhere
-else Keras's own function runs. Tied to the source of `TensorFlowTrainer._make_function`
+Keras's own one-step function runs it (`strategy.run`, `reduce_per_replica`). A call runs the
+steps left in its input's pass where Keras knows how many there are (tfdist.keras_compat.call_steps:
+a loop that asks for a batch past the end has counted an optimizer step it did not train);
+otherwise steps_per_execution, and an input that runs out mid-call raises OutOfRangeError, which
+Keras's epoch iterator takes as the epoch's end. Everywhere else Keras's own function runs. Tied to
+the source of `TensorFlowTrainer._make_function` and of the epoch iterator that call_steps wraps
 (keras_compat.known_sources): on code tfdist did not run this on, the call that would fail is
 refused with the fix instead.
 """
@@ -25,8 +27,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 
+from tfdist.keras_compat import call_steps
 from tfdist.keras_compat.known_sources import known, unknown
-from tfdist.keras_compat.modules import TRAINER
+from tfdist.keras_compat.modules import EPOCH_ITERATOR, TRAINER
 
 NAME = "TensorFlowTrainer._make_function"
 _MARK = "_tfdist_multi_step"
@@ -49,6 +52,11 @@ def in_a_plain_loop(original, is_known: bool, version: str, trainer):
         function = original(self, step_function)
         if self.steps_per_execution == 1 or self.distribute_strategy.num_replicas_in_sync == 1:
             return function
+        if not call_steps.noting():
+            raise unknown(
+                (call_steps.NAME, ), EPOCH_ITERATOR, version,
+                f"to count the steps a call of steps_per_execution={self.steps_per_execution} "
+                "may run before its input's end", "compile with steps_per_execution=1")
         if not is_known:
             raise unknown(
                 (NAME, ), TRAINER, version,
@@ -80,9 +88,9 @@ def _plain_loop(model, step_function, keras_function, trainer):
     if convert is not None:
         one_step_on_data = convert(one_step_on_data)
 
-    def multi_step_on_iterator(iterator):
+    def multi_step_on_iterator(iterator, count):
         outputs = one_step_on_data(iterator.get_next())
-        for _ in tf.range(model.steps_per_execution - 1):
+        for _ in tf.range(count - 1):
             outputs = one_step_on_data(iterator.get_next())
         return outputs
 
@@ -91,7 +99,9 @@ def _plain_loop(model, step_function, keras_function, trainer):
 
     def function(iterator):
         if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
-            return multi_step_on_iterator(iterator)
+            calls = model.steps_per_execution
+            count = call_steps.of_call(iterator, calls) or calls  # None: not from Keras's loop
+            return multi_step_on_iterator(iterator, tf.constant(count))
         return keras_function(iterator)  # Keras's loop over a Python iterator's batches
 
     return function
