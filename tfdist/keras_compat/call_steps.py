@@ -18,7 +18,8 @@ input of unknown cardinality) a call runs steps_per_execution steps, and the end
 one step as it does with one step a call (Keras's own function, the same 114 and 116 with an
 input of unknown cardinality). Tied to the source of `EpochIterator._enumerate_iterator`
 (keras_compat.known_sources): on code tfdist did not run this on, nothing is noted and the loops
-say so.
+say so. It also notes whether fit was given steps_per_epoch (only then does Keras 3 run an
+epoch's last call in full past it: keras3_adapter.execution_misaligned).
 """
 
 from __future__ import annotations
@@ -51,6 +52,14 @@ def apply(module) -> None:
 
     setattr(_enumerate_iterator, _MARK, True)
     cls._enumerate_iterator = _enumerate_iterator
+    made = cls.__init__
+
+    @functools.wraps(made)
+    def __init__(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        _last.steps_per_epoch_given = bool(self.steps_per_epoch)
+
+    cls.__init__ = __init__
 
 
 def _reference(iterator):
@@ -76,6 +85,13 @@ def of_call(iterator, steps_per_execution: int) -> Optional[int]:
     if noted is None or noted[0] is None or noted[0]() is not iterator:
         return None
     return min(noted[1], steps_per_execution)
+
+
+def steps_per_epoch_given() -> Optional[bool]:
+    """Whether the epoch iterator made last in this thread (fit's, from its callbacks'
+    on_train_begin) was given steps_per_epoch, or only counts its input's batches; None: not
+    noted (an epoch iterator tfdist does not know)."""
+    return getattr(_last, "steps_per_epoch_given", None)
 
 
 def noting() -> bool:

@@ -195,20 +195,30 @@ def steps_done(model, batch: int) -> int:
     return batch + 1 if keras3_passes_last_step() else batch + calls
 
 
-def execution_misaligned(model, steps_per_epoch: Optional[int]) -> Optional[str]:
+def execution_misaligned(
+        model,
+        steps_per_epoch: Optional[int],
+        consequence: str = "tfdist cannot resume a stopped run where it stopped") -> Optional[str]:
     """Why a checkpoint's position cannot be resumed exactly with this model's
     steps_per_execution, or None: Keras 3 runs every call in full while its input has batches,
     so an epoch of `steps_per_epoch` steps that is no multiple of it trains more steps than that
-    (10 at 4 a call: 12), and a resumed run would skip what was not trained."""
+    (10 at 4 a call: 12), and a resumed run would skip what was not trained. An epoch that is
+    its input's pass (fit given no steps_per_epoch) ends with the input: its last call runs the
+    steps left (57 batches at 4 a call: 57 steps). `consequence`: what follows for the caller,
+    said after the numbers."""
+    from tfdist.keras_compat import call_steps
+
     calls = steps_per_execution(model)
     if calls == 1 or not steps_per_epoch or steps_per_epoch % calls == 0:
         return None
     if getattr(model, "_cluster_coordinator", None) is not None:
         return None  # tfdist's fit under parameter servers runs the steps left, as tf-keras
+    if call_steps.steps_per_epoch_given() is False:
+        return None  # the epoch is the input's pass: its last call runs the steps left
     trained = -(-steps_per_epoch // calls) * calls
     return (f"steps_per_execution={calls} does not divide steps_per_epoch={steps_per_epoch}: "
             f"Keras 3 runs each call in full, so every epoch trains {trained} steps, not "
-            f"{steps_per_epoch}, and tfdist cannot resume a stopped run where it stopped. Fix: "
+            f"{steps_per_epoch}{', and ' + consequence if consequence else ''}. Fix: "
             f"a steps_per_epoch that is a multiple of {calls} (e.g. "
             f"{steps_per_epoch - steps_per_epoch % calls or calls}), or a steps_per_execution "
             f"that divides {steps_per_epoch}.")

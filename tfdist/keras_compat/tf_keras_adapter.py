@@ -77,7 +77,9 @@ def steps_done(model, batch: int) -> int:
     return batch + 1
 
 
-def execution_misaligned(model, steps_per_epoch: Optional[int]) -> Optional[str]:
+def execution_misaligned(model,
+                         steps_per_epoch: Optional[int],
+                         consequence: str = "") -> Optional[str]:
     """None: tf-keras resumes at any step, whatever its steps_per_execution."""
     return None
 

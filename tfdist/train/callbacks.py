@@ -307,8 +307,12 @@ def training_callbacks(engine,
                global_batch_size=global_batch,
                per_replica_batch_size=batch_size)
     path = metrics_path(model_dir) if model_dir and chief else None
-    cbs.summary = RunSummary(path, dict(run, **(o.facts or {})), cbs.meter, cbs.checkpoint,
-                             cbs.preemption)
+    cbs.summary = RunSummary(path,
+                             dict(run, **(o.facts or {})),
+                             cbs.meter,
+                             cbs.checkpoint,
+                             cbs.preemption,
+                             warn=chief)
     cbs.append(cbs.summary)
     if cbs.preemption is not None:
         cbs.append(cbs.preemption)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any, Optional
 
@@ -11,6 +12,7 @@ from tfdist.keras_compat import adapter
 from tfdist.keras_compat.callback import Callback
 
 METRICS = "metrics.json"
+log = logging.getLogger("tfdist")
 _METER_KEYS = ("samples_per_sec", "input_wait")  # per epoch in the meter's lists instead
 
 
@@ -18,15 +20,19 @@ class RunSummary(Callback):
     """Collects the run's facts (`facts`: strategy, replicas, batch, ...), the meter's figures,
     the resume point and the last epoch's logs into `metrics`; when fit ends unpreempted the chief
     writes them to `path` (None: nothing is written). `add` puts more in afterwards (test
-    results, say) and writes again. Put it after the meter and the checkpoint callbacks."""
+    results, say) and writes again. Put it after the meter and the checkpoint callbacks. With
+    `warn` (the chief) it warns at fit's start where the epochs train other than their
+    steps_per_epoch (Keras 3 runs each call of steps_per_execution steps in full)."""
 
     def __init__(self,
                  path: Optional[str],
                  facts: dict[str, Any],
                  meter=None,
                  checkpoint=None,
-                 preemption=None):
+                 preemption=None,
+                 warn: bool = False):
         super().__init__()
+        self.warn = warn
         self.path, self.facts = path, dict(facts)
         self.meter, self.checkpoint, self.preemption = meter, checkpoint, preemption
         self.metrics: dict[str, Any] = {}
@@ -34,6 +40,15 @@ class RunSummary(Callback):
         # False: a later fit goes on with this run, and writes (tfdist train's first epoch at
         # steps_per_execution auto): a file written before would say the run ended there.
         self.write_at_end = True
+
+    def on_train_begin(self, logs=None):
+        if not self.warn:
+            return
+        overrun = adapter(self.model).execution_misaligned(self.model,
+                                                           self.params.get("steps"),
+                                                           consequence="")
+        if overrun:
+            log.warning("%s", overrun)
 
     def on_epoch_end(self, epoch, logs=None):
         self._last = {k: float(v) for k, v in (logs or {}).items() if k not in _METER_KEYS}
