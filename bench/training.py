@@ -301,6 +301,8 @@ def commands(cfg: dict, epochs: int, steps_per_epoch: int, prefix: str,
         own.append("--lr=0.001")
     if cfg["side"] == "tfdist":
         extra = [e.replace("{run_dir}", prefix + ".run") for e in cfg["extra"]]
+        if not any(e.startswith("--steps_per_execution") for e in extra):
+            extra.append("--steps_per_execution=1")  # the twin's count, whatever the default
         train = [
             TFDIST, "train", f"--strategy={engine}", "--pipeline=digits", f"--keras={cfg['keras']}"
         ] + own + extra

@@ -20,11 +20,11 @@ STEPS = 12
 CHOSEN = "steps_per_execution auto: 12 from epoch 2 on"
 
 
-def command(model_dir, count, keras=3, epochs=3, tasks=1, every=0):
+def command(model_dir, count, keras=3, epochs=3, tasks=1, every=0, extra=()):
     train = [
         TFDIST, "train", "--pipeline=digits", f"--keras={keras}", f"--epochs={epochs}",
         f"--steps_per_epoch={STEPS}", f"--steps_per_execution={count}", f"--model_dir={model_dir}",
-        f"--checkpoint_steps={every}"
+        f"--checkpoint_steps={every}", *extra
     ]
     if tasks == 1:
         return train
@@ -41,10 +41,12 @@ def trained(model_dir, count, keras=3, **kwargs) -> str:
     return r.stdout + r.stderr
 
 
-def assert_same_weights(a, b, keras):
+def assert_same_weights(a, b, keras, least=8):
+    """The last checkpoints of runs `a` and `b`: the same step and weights (`least`: the model's
+    number of weights at least; the CNN's 8, the MLP's 6)."""
     (meta_a, weights_a), (meta_b, weights_b) = last_checkpoint(a, keras), last_checkpoint(b, keras)
     assert (meta_a["epoch"], meta_a["global_step"]) == (meta_b["epoch"], meta_b["global_step"])
-    assert weights_a.keys() == weights_b.keys() and len(weights_a) >= 8
+    assert weights_a.keys() == weights_b.keys() and len(weights_a) >= least
     for name in weights_a:  # exact: the same steps on the same batches, one after the other
         np.testing.assert_array_equal(weights_a[name], weights_b[name], err_msg=name)
 
@@ -67,6 +69,18 @@ def test_auto_trains_what_one_step_a_call_trains(keras, tmp_path):
     assert len(ran["epoch_input_wait"]) == 3 and None not in ran["epoch_input_wait"], ran
 
 
+def test_auto_under_mixed_float16_on_tf_keras(tmp_path):
+    """The second compile takes the LossScaleOptimizer the first made (wrapping the optimizer
+    again stopped the run: '"inner_optimizer" is already wrapped by a LossScaleOptimizer'), its
+    loss scale and steps kept: the weights of one step a call."""
+    auto, one = tmp_path / "auto", tmp_path / "one"
+    mixed = ["--mixed_precision=mixed_float16", "--model=mlp"]  # float16 convolutions are slow
+    out = trained(auto, "auto", 2, extra=mixed)
+    trained(one, 1, 2, extra=mixed)
+    assert out.count(CHOSEN) == 1, out[-3000:]
+    assert_same_weights(auto, one, 2, least=6)
+
+
 def test_tasks_agree_on_the_count(tmp_path):
     """multi_worker, 2 tasks: the count is chosen from the slowest task's step time (the chief
     says it), every task compiles it (else their collectives would not match), and they train
@@ -83,14 +97,17 @@ def test_tasks_agree_on_the_count(tmp_path):
     assert_same_weights(auto, one, 3)
 
 
-def test_a_stopped_auto_run_resumes_to_the_same_weights(tmp_path):
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
+def test_a_stopped_auto_run_resumes_to_the_same_weights(keras, tmp_path):
     """Stopped at step 6 of its first epoch (one step a call), resumed: the rest of that epoch at
-    one step a call, timed again, then 12 a call; the end is the run never stopped's."""
+    one step a call, timed again, then 12 a call; the end is the run never stopped's. tf-keras:
+    the resumed first fit leaves the model's `_training_state` as tf-keras's fit reads it (it was
+    deleted, and the second fit failed with AttributeError)."""
     stopped, straight = tmp_path / "stopped", tmp_path / "straight"
-    out = stopped_at_pause(command(stopped, "auto"), 6, environ(3))
+    out = stopped_at_pause(command(stopped, "auto", keras), 6, environ(keras))
     assert "preempted at step 6 of epoch 1" in out and CHOSEN not in out, out[-3000:]
     assert not (stopped / "metrics.json").exists()
-    resumed = trained(stopped, "auto")
+    resumed = trained(stopped, "auto", keras)
     assert "resuming from" in resumed and resumed.count(CHOSEN) == 1, resumed[-3000:]
-    trained(straight, "auto")
-    assert_same_weights(stopped, straight, 3)
+    trained(straight, "auto", keras)
+    assert_same_weights(stopped, straight, keras)

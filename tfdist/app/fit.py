@@ -193,7 +193,10 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
             callbacks.checkpoint.restore = False  # the model in memory is where the run is
         if count > 1:
             with rt.scope():
-                compile_classifier(model, optimizer, keras, count)  # the optimizer's state kept
+                # The optimizer compiled (its state kept), as Keras holds it: under
+                # mixed_float16 the LossScaleOptimizer, which a second compile must not wrap
+                # again (tf-keras: '"inner_optimizer" is already wrapped').
+                compile_classifier(model, model.optimizer, keras, count)
         epoch = start.epoch + 1
         model.fit(train_input(epoch, 0), initial_epoch=epoch, epochs=cfg.epochs, **fit)
     # The test split is evaluated by a plain copy of the model, outside the strategy (also the

@@ -84,10 +84,11 @@ flags.DEFINE_string(
     "steps_per_execution", str(D.steps_per_execution),
     "Training steps in one call of Keras's step function (its compile option): less per-step "
     "overhead for small models. Checkpoints, preemption and resume stay exact; Keras 3 with "
-    "--model_dir needs it to divide the steps of an epoch (--steps_per_epoch). 'auto': the first "
-    "epoch trains at 1 and times its steps, the others at the smallest divisor of the epoch's "
-    "steps (and of --checkpoint_steps) whose call takes 50 ms or more (1 under "
-    "parameter_server or --profile_steps).")
+    "--model_dir needs it to divide the steps of an epoch (--steps_per_epoch). 'auto': the "
+    "first epoch trains at 1 and times its steps, the others at the smallest divisor of the "
+    "epoch's steps (and of --checkpoint_steps) whose call takes 50 ms or more, so a step of 50 "
+    "ms or more stays at 1 (1 also under parameter_server, with --profile_steps, and for a run "
+    "of one epoch; the log says which and why).")
 flags.DEFINE_integer("checkpoint_steps",
                      D.checkpoint_steps, "Also checkpoint every this many steps (0: only at "
                      "each epoch end). Checkpoints go to MODEL_DIR/checkpoints.",

@@ -60,8 +60,11 @@ def start_from(model, state, steps_per_epoch: int) -> None:
 
 
 def fit_ended(model, state) -> None:
+    """Forget `state`: a later fit of this model (tfdist train's second under
+    --steps_per_execution=auto) starts where its caller says. None, as tf-keras's Model sets it:
+    its fit reads the attribute (deleted, the next fit failed with AttributeError)."""
     if getattr(model, "_training_state", None) is state:
-        del model._training_state
+        model._training_state = None
 
 
 def steps_per_execution(model) -> int:
