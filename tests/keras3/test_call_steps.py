@@ -18,7 +18,7 @@ def _calls(epoch_iterator, epochs=1):
     for _ in range(epochs):
         with epoch_iterator.catch_stop_iteration():
             for item in epoch_iterator:
-                counts.append(call_steps.of_call(item[-1], epoch_iterator.steps_per_execution))
+                counts.append(call_steps.of_call(item[-1]))
                 for _ in range(counts[-1]):
                     try:
                         item[-1].get_next()
@@ -69,7 +69,7 @@ def test_a_call_not_made_from_the_epoch_iterator_is_not_counted():
                                      steps_per_execution=4,
                                      distribute_strategy=tf.distribute.get_strategy())
     for _ in epoch_iterator:
-        assert call_steps.of_call(iter(tf.data.Dataset.range(2)), 4) is None
+        assert call_steps.of_call(iter(tf.data.Dataset.range(2))) is None
 
 
 def test_an_epoch_iterator_tfdist_does_not_know_is_left_alone():

@@ -77,14 +77,14 @@ def _steps_left(epoch_iterator) -> int:
     return max(1, min(calls, batches - (epoch_iterator._steps_seen - calls)))
 
 
-def of_call(iterator, steps_per_execution: int) -> Optional[int]:
+def of_call(iterator) -> Optional[int]:
     """The steps the call Keras is making with `iterator` may run (at most steps_per_execution);
     None where Keras's epoch iterator did not note it (its code unknown to tfdist, or a call not
     made from its loop)."""
     noted = getattr(_last, "noted", None)
     if noted is None or noted[0] is None or noted[0]() is not iterator:
         return None
-    return min(noted[1], steps_per_execution)
+    return noted[1]
 
 
 def steps_per_epoch_given() -> Optional[bool]:

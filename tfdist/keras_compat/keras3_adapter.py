@@ -152,7 +152,7 @@ def instrument_steps(model, counters, batch_size) -> None:
         if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
             if calls == 1:
                 return step(iterator)
-            count = call_steps.of_call(iterator, calls) or calls  # None: not from Keras's loop
+            count = call_steps.of_call(iterator) or calls  # None: not from Keras's loop
             return steps(iterator, tf.constant(count))
         return own(iterator)
 
@@ -234,17 +234,16 @@ def steps_unsupported(model, steps_per_epoch: Optional[int] = None) -> Optional[
     114, other weights)."""
     from tfdist.keras_compat import call_steps, known_sources
 
-    calls = steps_per_execution(model)
-    if calls > 1 and not steps_per_epoch:
-        return f"steps_per_execution={calls} and the epoch's number of steps is not known"
-    if calls > 1 and not call_steps.noting():
-        return (f"Keras's {call_steps.NAME} is not code tfdist ran "
-                "(tfdist.keras_compat.known_sources)")
-
     # Copied: the one-step function of make_train_function; with more than one step a call, the
     # count of steps a call of `_make_function`'s function runs.
     names = [MAKE_TRAIN_FUNCTION]
-    if steps_per_execution(model) > 1:
+    calls = steps_per_execution(model)
+    if calls > 1:
+        if not steps_per_epoch:
+            return f"steps_per_execution={calls} and the epoch's number of steps is not known"
+        if not call_steps.noting():
+            return (f"Keras's {call_steps.NAME} is not code tfdist ran "
+                    "(tfdist.keras_compat.known_sources)")
         names.append("TensorFlowTrainer._make_function")
     for name in names:
         if not known_sources.known(name, known_sources.function_here(name)):

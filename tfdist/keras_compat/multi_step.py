@@ -100,7 +100,7 @@ def _plain_loop(model, step_function, keras_function, trainer):
     def function(iterator):
         if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
             calls = model.steps_per_execution
-            count = call_steps.of_call(iterator, calls) or calls  # None: not from Keras's loop
+            count = call_steps.of_call(iterator) or calls  # None: not from Keras's loop
             return multi_step_on_iterator(iterator, tf.constant(count))
         return keras_function(iterator)  # Keras's loop over a Python iterator's batches
 
