@@ -97,6 +97,96 @@ def test_a_local_counter_is_read_at_a_slow_phase():
     assert (w.steps, w.limit()) == (6, 20.0)
 
 
+def read_now(w):
+    """The watchdog's activity read, as its thread makes it each interval: the first poll starts
+    a read, the next takes its result (and starts another)."""
+    w.read_activity()
+    w._activity._busy and _wait_for(lambda: not w._activity._busy)
+    w.read_activity()
+    _wait_for(lambda: not w._activity._busy)
+
+
+def _wait_for(done):
+    event = threading.Event()
+    while not done():
+        event.wait(0.01)
+    return True
+
+
+def test_batches_taken_inside_a_call_are_progress():
+    """Keras 3 feeds the watchdog once a call (steps_per_execution): batches the steps take count
+    as progress in between, so a long call is no stall and a hang inside the first call after a
+    slow phase is timed against T, not the slow phase's grace."""
+    w = Watchdog(0, 20.0)
+    batches, samples = [0], [None]  # the meter's counter appears with fit's first step function
+    w.watch_activity(lambda: (batches[0], samples[0]))
+    w.start()
+    w.stop()  # the thread is not needed: reads are driven here
+    assert w.limit() == SLOW_FLOOR
+    read_now(w)
+    assert w.limit() == SLOW_FLOOR  # nothing taken yet
+    samples[0] = 0.0
+    read_now(w)
+    assert w.limit() == SLOW_FLOOR  # a counter that appears is no progress
+    samples[0] = 32.0
+    read_now(w)
+    assert w.limit() == 20.0  # a batch taken inside the first call
+    batches[0], samples[0] = 4, 128.0  # the epoch ends...
+    w.slow_phase()  # ...its batches are read when the phase begins, not taken for progress in it
+    read_now(w)
+    assert w.limit() == SLOW_FLOOR
+    batches[0] = 5  # the next epoch's first batch (rt.dataset's counter)
+    read_now(w)
+    assert w.limit() == 20.0
+    w.slow_phase()
+    samples[0] = 0.0  # a new fit's counter starts from 0: no progress...
+    read_now(w)
+    assert w.limit() == SLOW_FLOOR
+    samples[0] = 32.0  # ...until it rises
+    read_now(w)
+    assert w.limit() == 20.0
+
+
+def test_a_read_begun_before_a_slow_phase_is_not_progress_in_it():
+    w = Watchdog(0, 20.0)
+    batches, release = [0], threading.Event()
+
+    def slow_source():
+        value = batches[0]
+        release.wait(10)
+        return (value, )
+
+    w.watch_activity(lambda: (batches[0], ))
+    w.read_activity()  # baseline read
+    _wait_for(lambda: not w._activity._busy)
+    w.read_activity()
+    _wait_for(lambda: not w._activity._busy)
+    w._activity.source = slow_source
+    batches[0] = 3
+    w.read_activity()  # a read of 3 begins and takes its time...
+    w._activity.source = lambda: (batches[0], )
+    batches[0] = 5
+    w.slow_phase()  # ...the phase begins at 5
+    release.set()
+    _wait_for(lambda: not w._activity._busy)
+    w.read_activity()  # the read of 3 is dropped: taken, the next read of 5 would be progress
+    read_now(w)
+    assert w.limit() == SLOW_FLOOR
+    batches[0] = 6
+    read_now(w)
+    assert w.limit() == 20.0
+
+
+def test_a_read_that_hangs_delays_nothing():
+    w = Watchdog(0, 20.0)
+    never = threading.Event()
+    w.watch_activity(lambda: never.wait(60) and ())
+    for _ in range(3):
+        w.read_activity()  # returns at once; one read at a time
+    assert sum(t.name == "tfdist-watchdog-read" for t in threading.enumerate()) == 1
+    never.set()
+
+
 # The tests of stall(): a watchdog thread against its 1 s deadline, whose summary depends on the
 # pace of the threads beside it (a loaded machine made one flaky): tools/run_tests.py runs them
 # in the alone part, with no other test beside them.

@@ -152,6 +152,14 @@ for _hook in _HOOKS:
     setattr(TrainingCallbacks, _hook, _each(_hook))
 
 
+def _batches_taken(options: CallbackOptions, meter: Optional[ThroughputMeter]) -> tuple:
+    """What the steps of this task have taken so far, as the watchdog reads it for progress
+    inside a call: the batches rt.dataset's pipeline delivered and the samples the meter
+    counted (None where there is no such counter)."""
+    return (options.input_batches() if options.input_batches is not None else None,
+            meter.samples_counted() if meter is not None else None)
+
+
 def make_watchdog(engine, model_dir: Optional[str], timeout: Optional[float],
                   requeue: Optional[bool], input_batches) -> Watchdog:
     """This task's progress watchdog, its side channel under MODEL_DIR/progress (or
@@ -255,7 +263,8 @@ def training_callbacks(engine,
     timeout = timeout_setting(o.watchdog_timeout)
     if timeout != 0.0 and engine.roles.trains:
         cbs.watchdog = make_watchdog(engine, model_dir, timeout, requeue, o.input_batches)
-        cbs.append(WatchdogCallback(cbs.watchdog))  # first: the others' work gets its grace
+        # first: the others' work gets its grace
+        cbs.append(WatchdogCallback(cbs.watchdog, lambda: _batches_taken(o, cbs.meter)))
     profile_steps = steps_setting(o.profile_steps)
     if profile_steps and engine.roles.trains:
         from tfdist.train.profiling import make_profiler

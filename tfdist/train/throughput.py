@@ -63,6 +63,12 @@ class ThroughputMeter(Callback):
         self._workers = workers(self.model)  # parameter_server: one variable sums all workers
         self._fit_epochs = 0
 
+    def samples_counted(self) -> Optional[float]:
+        """The samples this fit's steps have taken so far (None before the counters exist, or
+        where there are none): the watchdog's sign of progress inside a call of many steps."""
+        counters = self._counters
+        return None if counters is None else float(counters.samples.numpy())
+
     def _totals(self) -> tuple[float, float]:
         if self._counters is None:
             return 0.0, 0.0

@@ -6,7 +6,10 @@ A thread of its own, fed by one tiny call per completed step (`step_completed`, 
 callbacks of either Keras: tfdist.train.watchdog_callback), or reading a counter of completed
 steps each interval where Keras keeps one (`poll_steps`: no call per step), and told of slow
 phases (`slow_phase`: start, epoch ends, checkpoint writes, validation) that get a longer grace
-until the next step.
+until the next step. Batches taken by the steps count as progress too (`watch_activity`: counters
+the steps add to, read each interval): Keras 3 calls the batch hooks once a call, so at
+steps_per_execution N the hooks alone would see progress every N steps -- a call longer than T
+ended a healthy run, and a hang inside the first call after a slow phase had the slow grace.
 No TensorFlow and no Keras here: a thread can still run while the main thread is blocked in a
 TensorFlow collective (TensorFlow releases the GIL while it executes), and ends the process with
 os._exit, which needs nothing from TensorFlow.
@@ -135,6 +138,9 @@ class Watchdog:
         self._polled_from = 0  # self.steps when polling began
         self._local = False  # the polled source answers at once (a variable in this process)
         self._count = threading.Lock()  # a polled count against a slow phase's
+        self._activity: Optional[_Reader] = None
+        self._seen: tuple = ()  # the activity counters' values last read
+        self._phase = 0  # slow phases begun: a read started before the last one is stale
 
     # -- fed by the training loop (keep them tiny: they run after every step) --
     def step_completed(self, steps: int = 1) -> None:
@@ -154,8 +160,40 @@ class Watchdog:
                 # The steps done before the phase are counted now: the next poll must not take
                 # them for progress in it (and cut the phase's grace to T).
                 self._take(_call_with_timeout(self._source, COUNT_TIMEOUT))
+            self._rebase()  # the same for the batches taken before it
             self._last = time.monotonic()
             self._slow = True
+
+    def _rebase(self) -> None:
+        """Read the activity counters now (with self._count held): what they count so far is no
+        progress in the phase that begins; reads begun before it are stale."""
+        if self._activity is not None:
+            self._phase += 1
+            self._seen = _merged(self._seen, _call_with_timeout(self._activity.source,
+                                                                COUNT_TIMEOUT))
+
+    def watch_activity(self, source: Optional[Callable[[], tuple]]) -> None:
+        """Take a rise of any of the counters `source` returns (a tuple; None where a counter
+        does not exist yet) for progress: batches the steps have taken, read each interval in a
+        thread of its own (a read that hangs delays nothing). A counter that falls (a new fit's)
+        is progress once it rises again. Local counters only: slow_phase() reads them first."""
+        self._activity = _Reader(source, lambda: self._phase) if source is not None else None
+        self._seen = ()
+
+    def read_activity(self) -> None:
+        """Take the last completed read of the activity counters (and start the next one)."""
+        if self._activity is None:
+            return
+        got = self._activity.poll()
+        if got is None:
+            return
+        values, phase = got
+        with self._count:
+            if phase != self._phase:  # read before a slow phase began: stale
+                return
+            if _rose(self._seen, values):
+                self._last, self._slow = time.monotonic(), False
+            self._seen = _merged(self._seen, values)
 
     def poll_steps(self, source: Optional[Callable[[], int]], local: bool = False) -> None:
         """Read the completed steps from `source` each interval instead of being fed: where
@@ -191,7 +229,9 @@ class Watchdog:
     # -- the thread --
     def start(self) -> "Watchdog":
         self._stop.clear()
-        self._last, self._slow = time.monotonic(), True
+        with self._count:
+            self._rebase()
+            self._last, self._slow = time.monotonic(), True
         _current["watchdog"] = self
         self._thread = threading.Thread(target=self._run, name="tfdist-watchdog", daemon=True)
         self._thread.start()
@@ -211,6 +251,7 @@ class Watchdog:
         seen = (self.steps, time.monotonic())
         while not self._stop.wait(interval):
             self.read_steps(interval)
+            self.read_activity()
             now, steps, slow = time.monotonic(), self.steps, self._slow
             if steps > seen[0] + 1 and not slow:  # steady steps: their time sets auto T
                 self._slowest = max(self._slowest, (now - seen[1]) / (steps - seen[0]))
@@ -342,6 +383,52 @@ class Watchdog:
             text = head + (f"{waited}, none stands out (a hung collective or device? see the "
                            "stacks)." if len(alive) > 1 else f"{waited} on {self.host}.")
         return text + " Stacks: the 'tfdist: rank N:' lines above."
+
+
+class _Reader:
+    """Reads `source` in a thread of its own, one read at a time: poll() returns the values of a
+    read completed since the last poll with the phase it started in, or None, and starts the
+    next read."""
+
+    def __init__(self, source: Callable[[], tuple], phase: Callable[[], int]):
+        self.source, self.phase = source, phase
+        self._done: Optional[tuple] = None
+        self._busy = False
+        self._lock = threading.Lock()
+
+    def poll(self) -> Optional[tuple]:
+        with self._lock:
+            done, self._done = self._done, None
+            if self._busy:
+                return done
+            self._busy = True
+
+        def read():
+            try:
+                values = tuple(self.source())
+            except Exception as e:  # a broken runtime: no activity seen
+                log.debug("watchdog: %s", e)
+                values = None
+            with self._lock:
+                self._busy = False
+                if values is not None:
+                    self._done = (values, started)
+
+        started = self.phase()
+        threading.Thread(target=read, daemon=True, name="tfdist-watchdog-read").start()
+        return done
+
+
+def _rose(before: tuple, now: tuple) -> bool:
+    """Whether a counter known in both reads is higher now."""
+    return any(b is not None and n is not None and n > b for b, n in zip(before, now))
+
+
+def _merged(before: tuple, now: Optional[tuple]) -> tuple:
+    """The values to compare the next read with: the new ones, the old where a read failed."""
+    if now is None:
+        return before
+    return tuple(now)
 
 
 def _arm_fallback(seconds: float) -> None:

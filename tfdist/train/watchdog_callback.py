@@ -12,6 +12,8 @@ the slow-phase grace.
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 from tfdist.keras_compat import adapter, train_counter
 from tfdist.keras_compat.callback import Callback
 from tfdist.train.watchdog import Watchdog
@@ -25,8 +27,12 @@ class WatchdogCallback(Callback):
     of fit and goes on without training should `stop()` the watchdog (`rt.callbacks(...)
     .watchdog`), or it ends the process after its time."""
 
-    def __init__(self, watchdog: Watchdog):
+    def __init__(self, watchdog: Watchdog, activity: Optional[Callable[[], tuple]] = None):
+        """`activity`: counters of the batches this task's steps have taken (the watchdog's
+        watch_activity), except where the steps are scheduled (parameter_server: the step
+        counter is exact there)."""
         super().__init__()
+        self._activity = activity
         # Reads no logs: Keras need not fetch them per step, and parameter_server allows its
         # batch hooks (there they run as steps are scheduled; a full queue of steps blocks them).
         # An instance attribute: Callback.__init__ sets it False on the instance.
@@ -58,6 +64,7 @@ class WatchdogCallback(Callback):
         self._polled = counter is not None
         self.watchdog.poll_steps((lambda: int(counter.numpy())) if self._polled else None,
                                  local=not self._scheduled)
+        self.watchdog.watch_activity(None if self._scheduled else self._activity)
         self.watchdog.start()
 
     def on_train_batch_end(self, batch, logs=None):
