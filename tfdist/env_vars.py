@@ -182,6 +182,11 @@ TEST_AUTO_STEPS_MS = _var(
     "Tests only: the milliseconds a call of `tfdist train --steps_per_execution=auto` should take "
     "at least, so a test gets the count it expects whatever the machine's pace (a huge value: "
     "the largest divisor of the epoch's steps). Not a user setting.")
+TEST_AUTO_SWITCH_MS = _var(
+    "TFDIST_TEST_AUTO_SWITCH_MS", TOOLS, "the run's first call",
+    "Tests only: the milliseconds `tfdist train --steps_per_execution=auto` takes a second fit's "
+    "start to cost (0: it switches to the count chosen whatever the steps left). Not a user "
+    "setting.")
 WHEEL_CACHE = _var("TFDIST_WHEEL_CACHE", TOOLS, "`~/.cache/tfdist/wheels`",
                    "`tools/build_horovod_wheel.sh` (`make horovod`): where built wheels are kept.")
 HOROVOD_ANY_TF = _var(

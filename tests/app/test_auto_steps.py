@@ -3,7 +3,7 @@ test_auto_steps.py trains with it)."""
 
 import pytest
 
-from tfdist.app.auto_steps import MOST, TARGET_SECONDS, StepClock, choose
+from tfdist.app.auto_steps import CALL_SECONDS, MOST, TARGET_SECONDS, StepClock, choose, pays
 from tfdist.app.config import AUTO, TrainConfig
 from tfdist.errors import ConfigError
 
@@ -23,7 +23,17 @@ def test_the_smallest_divisor_whose_call_takes_the_target():
     assert choose(0.002, 60, 0.02, checkpoint_steps=0) == 10
 
 
+def test_the_switch_is_made_where_the_steps_left_pay_for_it():
+    # 10 a call saves 0.9 x 0.3 ms a step: 1 s of tracing is paid back after 3,704 steps.
+    assert CALL_SECONDS == 3e-4
+    assert not pays(10, 3700, 1.0) and pays(10, 3705, 1.0)
+    assert not pays(1, 10**9, 0.0)  # one step a call saves nothing
+    assert pays(12, 24, 0.0)  # a switch that costs nothing
+    assert not pays(12, 24, 2.0)  # the tests' runs: 24 steps left, a second of tracing
+
+
 def test_the_setting():
+    assert TrainConfig().steps_per_execution == AUTO  # the default
     assert TrainConfig(steps_per_execution="auto").steps_per_execution == AUTO
     assert TrainConfig(steps_per_execution=" AUTO ").steps_per_execution == AUTO
     assert TrainConfig(steps_per_execution="8").steps_per_execution == 8

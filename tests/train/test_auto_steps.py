@@ -2,7 +2,9 @@
 at the count chosen, and the same weights as one step a call; the tasks agree on the count; a
 stopped run resumes to the same weights. The call's target is set huge here
 (TFDIST_TEST_AUTO_STEPS_MS), so the count is the largest divisor of the epoch's 12 steps, 12,
-whatever the machine's pace (the choice itself: tests/app/test_auto_steps.py)."""
+whatever the machine's pace (the choice itself: tests/app/test_auto_steps.py), and the switch is
+taken to cost nothing (TFDIST_TEST_AUTO_SWITCH_MS=0): these runs are too short to pay for it. The
+default (`auto`) on such a run: one step a call in one fit, said in the log."""
 
 import json
 import re
@@ -12,7 +14,7 @@ import pytest
 
 from tests.helpers import TFDIST, WAIT, keras_environ, run, tf_keras_twin
 from tests.train.test_user_script import last_checkpoint, stopped_at_pause
-from tfdist.env_vars import TEST_AUTO_STEPS_MS
+from tfdist.env_vars import TEST_AUTO_STEPS_MS, TEST_AUTO_SWITCH_MS
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +34,7 @@ def command(model_dir, count, keras=3, epochs=3, tasks=1, every=0, extra=()):
 
 
 def environ(keras):
-    return {TEST_AUTO_STEPS_MS.name: "1e9", **keras_environ(keras)}
+    return {TEST_AUTO_STEPS_MS.name: "1e9", TEST_AUTO_SWITCH_MS.name: "0", **keras_environ(keras)}
 
 
 def trained(model_dir, count, keras=3, **kwargs) -> str:
@@ -67,6 +69,24 @@ def test_auto_trains_what_one_step_a_call_trains(keras, tmp_path):
     assert ran["epochs"] == 3 and ran["resumed_from"] is None
     assert (ran["steps_per_execution"], straight["steps_per_execution"]) == (12, 1)
     assert len(ran["epoch_input_wait"]) == 3 and None not in ran["epoch_input_wait"], ran
+
+
+def test_the_default_stays_at_one_where_the_switch_does_not_pay(tmp_path):
+    """No --steps_per_execution: `auto`. 2 epochs of 12 steps left at 12 a call would save about
+    7 ms of calls, far less than the run's first call (its tracing, a second or more here), which
+    a second fit pays again: one fit at one step a call, the reason in the log."""
+    model_dir = tmp_path / "run"
+    args = [a for a in command(model_dir, 1) if not a.startswith("--steps_per_execution")]
+    r = run(args, env={TEST_AUTO_STEPS_MS.name: "1e9", **keras_environ(3)}, timeout=WAIT)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert re.search(
+        r"steps_per_execution auto: 1 for the rest of the run: a step took \S+ ms in epoch 1 "
+        r"\(the median\); 12 a call \(.*\) would save about 0\.0 s over the 24 steps left, less "
+        r"than a second fit's start costs \(\d+\.\d s, the first call's time\)", out), out[-3000:]
+    assert "training from epoch 2/3" not in out  # one fit
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["epochs"] == 3 and metrics["steps_per_execution"] == 1
 
 
 def test_auto_under_mixed_float16_on_tf_keras(tmp_path):

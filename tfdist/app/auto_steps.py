@@ -12,6 +12,11 @@ steps and a stop resume where it stopped; with step checkpoints a divisor of the
 so they land on their steps. Under parameter_server it stays 1: the chief's batch hooks see steps
 scheduled, not run. The same weights as at one step a call: a call runs
 the same steps on the same batches, one after the other.
+
+The second `fit` traces its step function anew, which costs about what the first call of the run
+took (its tracing). It is paid only where the steps left save more: at CALL_SECONDS a call saved,
+`pays`. A short run (the tests' epochs of a few dozen steps) goes on at one step a call in the
+same `fit`; a run of hours switches after its first epoch.
 """
 
 from __future__ import annotations
@@ -20,9 +25,9 @@ import math
 import os
 import statistics
 import time
-from typing import Optional
+from typing import Callable, Optional
 
-from tfdist.env_vars import TEST_AUTO_STEPS_MS
+from tfdist.env_vars import TEST_AUTO_STEPS_MS, TEST_AUTO_SWITCH_MS
 from tfdist.keras_compat.callback import Callback
 
 # The time a call should take at least: the fixed cost of a call, 0.3-0.5 ms here, is then about
@@ -30,12 +35,28 @@ from tfdist.keras_compat.callback import Callback
 # `make bench`'s speauto/ rows on 2026-11-28, where the warm-up runs both sides at once.)
 TARGET_SECONDS = 0.05
 MOST = 1000  # steps a call at most (a step of under 20 microseconds)
+# The host's cost of a call that N steps a call pay once: 10 steps a call saved 0.25-0.28 ms of
+# CPU a step of about 2 ms (make bench's spe10/ rows, 2026-11-28, both Kerases).
+CALL_SECONDS = 3e-4
 
 
 def target_seconds() -> float:
     """TARGET_SECONDS, or the tests' (TFDIST_TEST_AUTO_STEPS_MS)."""
     given = os.environ.get(TEST_AUTO_STEPS_MS.name)
     return float(given) / 1e3 if given else TARGET_SECONDS
+
+
+def switch_seconds(measured: float) -> float:
+    """What a second fit's start costs: `measured` (the run's first call), or the tests'
+    (TFDIST_TEST_AUTO_SWITCH_MS)."""
+    given = os.environ.get(TEST_AUTO_SWITCH_MS.name)
+    return float(given) / 1e3 if given else measured
+
+
+def pays(count: int, steps_left: int, switch: float, call: float = CALL_SECONDS) -> bool:
+    """Whether `steps_left` steps at `count` a call save more than `switch` seconds (a second
+    fit's start) over one step a call."""
+    return count > 1 and steps_left * (1 - 1 / count) * call > switch
 
 
 def choose(step_seconds: float,
@@ -55,25 +76,40 @@ def choose(step_seconds: float,
 
 
 class StepClock(Callback):
-    """The time between the ends of consecutive steps of an epoch at one step a call: the median
-    over the epoch's second half (its first steps trace the function and fill the pipeline).
-    `stop`: fit ends after the first epoch (put it last: the others' epoch end comes first)."""
+    """The time between the ends of consecutive steps of fit's first epoch at one step a call:
+    the median over the epoch's second half (its first steps trace the function and fill the
+    pipeline); and the time of fit's first call (`first_call_seconds`). At that epoch's end
+    `decide(clock)` returns the count for the other epochs: above 1 fit ends there (put the clock
+    last: the others' epoch end comes first); 1, fit goes on as it is."""
 
-    def __init__(self, stop: bool = False):
+    def __init__(self, decide: Optional[Callable[["StepClock"], int]] = None):
         super().__init__()
         self._supports_tf_logs = True  # reads no logs: Keras need not fetch them per step
         self._ends: list[float] = []
-        self.stop = stop
+        self.decide = decide
+        self.count: Optional[int] = None  # decided at the first epoch's end
+        self.first_call_seconds: Optional[float] = None
+        self._begin = 0.0
+
+    def on_train_begin(self, logs=None):
+        self._begin = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.stop:
-            self.model.stop_training = True
+        # Not where fit is ending already (a preemption's agreed stop: every task alike).
+        if self.count is None and self.decide is not None and not self.model.stop_training:
+            self.count = self.decide(self)
+            if self.count > 1:
+                self.model.stop_training = True
 
     def on_epoch_begin(self, epoch, logs=None):
         self._ends = []
 
     def on_train_batch_end(self, batch, logs=None):
-        self._ends.append(time.perf_counter())
+        if self.count is None:
+            now = time.perf_counter()
+            if self.first_call_seconds is None:
+                self.first_call_seconds = now - self._begin
+            self._ends.append(now)
 
     def step_seconds(self) -> Optional[float]:
         """The median step time of the last epoch's second half; None under 4 steps timed."""

@@ -80,7 +80,7 @@ class TrainConfig:
     steps_per_epoch: int = 0  # 0: one pass over the training split
     # Keras's compile option: steps in one call of the step function; "auto": chosen after the
     # first epoch (tfdist.app.auto_steps).
-    steps_per_execution: Any = 1
+    steps_per_execution: Any = AUTO
     data_dir: Optional[str] = None
     pipeline_options: dict[str, Any] = dataclasses.field(default_factory=dict)  # the recipe's
     verbose: Optional[int] = None  # None: progress bar on a terminal, one line per epoch otherwise

@@ -17,7 +17,8 @@ from tfdist.distribute.default_strategy import outside
 from tfdist.distribute import LostTaskError
 from tfdist.errors import ConfigError
 from tfdist.files import replacing
-from tfdist.app.auto_steps import MOST, StepClock, choose, target_seconds
+from tfdist.app.auto_steps import (CALL_SECONDS, MOST, StepClock, choose, pays, switch_seconds,
+                                   target_seconds)
 from tfdist.app.config import AUTO, TrainConfig
 from tfdist.train.summary import metrics_path
 
@@ -175,28 +176,34 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
         verbose=verbose if rt.is_chief else 0)
     count = 1 if auto else cfg.steps_per_execution  # steps a call from the second epoch on
     fixed = auto and _auto_fixed(cfg, rt, start.epoch, callbacks)
+    clock = None
     if fixed:
         log.info("steps_per_execution auto: 1 (%s)", fixed)
     elif auto:  # the first epoch at one step a call, timed; the others at the count chosen
-        clock = StepClock(stop=True)  # the fit ends with that epoch
+
+        def decide(clock: StepClock) -> int:
+            count = _agreed_count(rt, clock, steps, start.epoch, cfg.epochs,
+                                  cfg.checkpoint_steps if cfg.model_dir else 0)
+            if count > 1 and callbacks.summary is not None:  # a second fit: no metrics.json yet
+                callbacks.summary.write_at_end = False
+            return count
+
+        clock = StepClock(decide)  # above 1 the fit ends with that epoch
         callbacks.append(clock)
-        if callbacks.summary is not None:
-            callbacks.summary.write_at_end = False  # the run goes on: no metrics.json yet
     model.fit(train_input(start.epoch, start.step), epochs=cfg.epochs, **fit)
-    if auto and not fixed:
+    if clock is not None:
         callbacks.remove(clock)
-        count = _agreed_count(rt, clock, steps, start.epoch,
-                              cfg.checkpoint_steps if cfg.model_dir else 0)
+        count = clock.count or 1
+    if count > 1 and clock is not None:
         if callbacks.summary is not None:
             callbacks.summary.write_at_end = True
         if callbacks.checkpoint is not None:
             callbacks.checkpoint.restore = False  # the model in memory is where the run is
-        if count > 1:
-            with rt.scope():
-                # The optimizer compiled (its state kept), as Keras holds it: under
-                # mixed_float16 the LossScaleOptimizer, which a second compile must not wrap
-                # again (tf-keras: '"inner_optimizer" is already wrapped').
-                compile_classifier(model, model.optimizer, keras, count)
+        with rt.scope():
+            # The optimizer compiled (its state kept), as Keras holds it: under
+            # mixed_float16 the LossScaleOptimizer, which a second compile must not wrap
+            # again (tf-keras: '"inner_optimizer" is already wrapped').
+            compile_classifier(model, model.optimizer, keras, count)
         epoch = start.epoch + 1
         model.fit(train_input(epoch, 0), initial_epoch=epoch, epochs=cfg.epochs, **fit)
     # The test split is evaluated by a plain copy of the model, outside the strategy (also the
@@ -249,14 +256,16 @@ def _auto_fixed(cfg: TrainConfig, rt, first_epoch: int, callbacks) -> Optional[s
     return None
 
 
-def _agreed_count(rt, clock: StepClock, steps: int, epoch: int, checkpoint_steps: int) -> int:
+def _agreed_count(rt, clock: StepClock, steps: int, epoch: int, epochs: int,
+                  checkpoint_steps: int) -> int:
     """The steps a call for the epochs after the first, the same on every task: chosen from the
-    slowest task's step time."""
-    own = clock.step_seconds()
-    seconds = [own if own is not None else 0.0]
-    if len(rt.engine.training_ranks()) > 1:
-        seconds = [row[0] for row in rt.engine.gather_floats(seconds)]
-    slowest = max(seconds)
+    slowest task's step time; 1 where the steps left would not pay for a second fit's start (the
+    slowest task's first call)."""
+    own, first = clock.step_seconds(), clock.first_call_seconds
+    seconds = [own if own is not None else 0.0, first or 0.0]
+    several = len(rt.engine.training_ranks()) > 1
+    rows = rt.engine.gather_floats(seconds) if several else [seconds]
+    slowest, switch = max(row[0] for row in rows), switch_seconds(max(row[1] for row in rows))
     if slowest <= 0.0:
         log.info("steps_per_execution auto: 1 (too few steps in epoch %d to time)", epoch + 1)
         return 1
@@ -268,11 +277,19 @@ def _agreed_count(rt, clock: StepClock, steps: int, epoch: int, checkpoint_steps
         f"the smallest divisor of {within} whose call takes {target * 1e3:.0f} ms or more"
         if count * slowest >= target else
         f"no divisor of {within} up to {MOST} makes a call of {target * 1e3:.0f} ms: the largest")
+    median = "the slowest task's median" if several else "the median"
+    timed = f"a step took {slowest * 1e3:.2f} ms in epoch {epoch + 1} ({median})"
+    left = (epochs - epoch - 1) * steps
+    if count > 1 and not pays(count, left, switch):
+        log.info(
+            "steps_per_execution auto: 1 for the rest of the run: %s; %d a call (%s) would save "
+            "about %.1f s over the %d steps left, less than a second fit's start costs (%.1f s, "
+            "the first call's time)", timed, count, why,
+            left * (1 - 1 / count) * CALL_SECONDS, left, switch)
+        return 1
     log.info(
-        "steps_per_execution auto: %d from epoch %d on: a step took %.2f ms in epoch %d (%s), "
-        "so a call takes about %.0f ms (%s)", count, epoch + 2, slowest * 1e3, epoch + 1,
-        "the slowest task's median" if len(seconds) > 1 else "the median", count * slowest * 1e3,
-        why)
+        "steps_per_execution auto: %d from epoch %d on: %s, so a call takes about %.0f ms (%s)",
+        count, epoch + 2, timed, count * slowest * 1e3, why)
     return count
 
 
