@@ -155,24 +155,28 @@ def pairs() -> list[dict]:
                  ("preemption", "the preemption agreement",
                   ["--model_dir={run_dir}", "--notensorboard"
                    ], ["--model_dir={run_dir}", "--notensorboard", "--nopreemption"]))
-    # What a user gains by running 10 steps a call (compile's steps_per_execution, tfdist train
-    # --steps_per_execution), or the count tfdist chooses (auto: after the first epoch, which the
-    # warm-up passes), over the twin as users write it (one a call); 150 steps an epoch.
-    for count, subject in (("10", "10 steps a call"), ("auto", "auto steps a call")):
+    # What a user gains with tfdist's defaults (`tfdist train` without settings: the steps a
+    # call it chooses, `auto`, after the first epoch, which the warm-up passes) over the twin as
+    # users write it (one step a call); 150 steps an epoch. parameter_server keeps one step a
+    # call (tfdist.app.auto_steps): there the twin row is the defaults row.
+    for model in ("cnn", "resnet_small"):
         for keras in KERASES:
-            out.append(
-                dict(name=f"spe{count}/mirrored/cnn/{KERAS_ROW[keras]}",
-                     group="gain",
-                     subject=subject,
-                     goal="(info) the gain of steps_per_execution",
-                     same_keras=True,
-                     a=config("tfdist",
-                              "mirrored",
-                              "cnn",
-                              keras,
-                              label=f"tfdist, {subject}",
-                              extra=[f"--steps_per_execution={count}"]),
-                     b=config("hand", "mirrored", "cnn", keras, label="hand-written")))
+            for engine in PROCS:
+                if engine == "parameter_server" or (engine in NO_HAND_KERAS3 and keras == 3):
+                    continue
+                out.append(
+                    dict(name=f"defaults/{engine}/{model}/{KERAS_ROW[keras]}",
+                         group="gain",
+                         subject="tfdist with its defaults",
+                         goal="(info) the gain of tfdist's defaults",
+                         same_keras=True,
+                         a=config("tfdist",
+                                  engine,
+                                  model,
+                                  keras,
+                                  label="tfdist's defaults, auto steps a call",
+                                  extra=["--steps_per_execution=auto"]),
+                         b=config("hand", engine, model, keras, label="hand-written")))
     for name, subject, on, off in additions:
         out.append(
             dict(name=f"{name}/multi_worker/cnn",

@@ -148,10 +148,17 @@ def test_verdicts_follow_from_the_interval():
     assert compare.verdict(1.05, 1.03, 1.07, 9, 9, "tfdist") == "tfdist costs +5.0 ± 2.0 %"
     assert compare.verdict(0.7, 0.68, 0.72, 9, 9, "N a call") == "N a call saves 30.0 ± 2.0 %"
     assert compare.verdict(0.985, 0.97, 0.999, 9, 9, "tfdist") == "tfdist saves 1.5 ± 1.5 %"
+    # Across 1, the median below it: a saving of so much, give or take (was "costs -4.0 %").
+    assert compare.verdict(0.97, 0.95, 1.005, 9, 9, "tfdist") == "tfdist saves 3.0 ± 2.7 %"
     assert compare.verdict(
         1.0, 0.95, 1.05, 9, 9,
         "tfdist").startswith("cannot tell: the 95 % interval 0.950-1.050 is +-5.0 %")
     assert compare.verdict(1.0, 1.0, 1.0, 4, 9, "tfdist").startswith("cannot tell: 4 of 9")
+    # A gain row: an interval wholly below 1 is a saving, however wide.
+    assert compare.verdict(0.836, 0.798, 0.872, 16, 16, "auto",
+                           gain=True) == "auto saves 16.4 ± 3.7 %"
+    assert compare.verdict(0.836, 0.798, 0.872, 16, 16, "auto").startswith("cannot tell")
+    assert compare.verdict(0.95, 0.90, 1.01, 16, 16, "auto", gain=True).startswith("cannot tell")
 
 
 def test_the_interval_holds_what_differs_between_pairs_of_runs():
