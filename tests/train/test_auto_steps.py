@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.helpers import TFDIST, WAIT, keras_environ, run, tf_keras_twin
+from tests.helpers import TFDIST, WAIT, keras_environ, requires_horovod, run, tf_keras_twin
 from tests.train.test_user_script import last_checkpoint, stopped_at_pause
 from tfdist.env_vars import TEST_AUTO_STEPS_MS, TEST_AUTO_SWITCH_MS
 
@@ -22,7 +22,14 @@ STEPS = 12
 CHOSEN = "steps_per_execution auto: 12 from epoch 2 on"
 
 
-def command(model_dir, count, keras=3, epochs=3, tasks=1, every=0, extra=()):
+def command(model_dir,
+            count,
+            keras=3,
+            epochs=3,
+            tasks=1,
+            every=0,
+            extra=(),
+            strategy="multi_worker"):
     train = [
         TFDIST, "train", "--pipeline=digits", f"--keras={keras}", f"--epochs={epochs}",
         f"--steps_per_epoch={STEPS}", f"--steps_per_execution={count}", f"--model_dir={model_dir}",
@@ -30,7 +37,7 @@ def command(model_dir, count, keras=3, epochs=3, tasks=1, every=0, extra=()):
     ]
     if tasks == 1:
         return train
-    return [TFDIST, "launch", "-n", str(tasks), "--strategy=multi_worker", "--", *train]
+    return [TFDIST, "launch", "-n", str(tasks), f"--strategy={strategy}", "--", *train]
 
 
 def environ(keras):
@@ -101,14 +108,19 @@ def test_auto_under_mixed_float16_on_tf_keras(tmp_path):
     assert_same_weights(auto, one, 2, least=6)
 
 
-def test_tasks_agree_on_the_count(tmp_path):
-    """multi_worker, 2 tasks: the count is chosen from the slowest task's step time (the chief
-    says it), every task compiles it (else their collectives would not match), and they train
-    what one step a call trains. Step checkpoints every 6 steps: the count divides 6 too, and
-    they land on their steps."""
+@pytest.mark.parametrize("strategy", [
+    "multi_worker",
+    pytest.param("horovod",
+                 marks=[requires_horovod, pytest.mark.horovod, pytest.mark.default_stack])
+])
+def test_tasks_agree_on_the_count(strategy, tmp_path):
+    """multi_worker and horovod (Keras 3), 2 tasks: the count is chosen from the slowest task's
+    step time (the chief says it), every task compiles it (else their collectives would not
+    match), and they train what one step a call trains. Step checkpoints every 6 steps: the count
+    divides 6 too, and they land on their steps."""
     auto, one = tmp_path / "auto", tmp_path / "one"
-    out = trained(auto, "auto", epochs=2, tasks=2, every=6)
-    trained(one, 1, epochs=2, tasks=2, every=6)
+    out = trained(auto, "auto", epochs=2, tasks=2, every=6, strategy=strategy)
+    trained(one, 1, epochs=2, tasks=2, every=6, strategy=strategy)
     lines = re.findall(r"\[0\] tfdist: steps_per_execution auto: 6 from epoch 2 on: .*", out)
     assert len(lines) == 1 and "(the slowest task's median)" in lines[0], out[-3000:]
     assert "and of --checkpoint_steps=6" in lines[0]
