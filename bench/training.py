@@ -119,24 +119,35 @@ def config(side: str,
                 "".join(" " + e for e in extra))
 
 
-def twin_pairs() -> list[dict]:
-    """tfdist against its twin, at one Keras per row (both sides told it): every engine whose
-    twin trains that Keras, both models."""
+def against_twin(group: str,
+                 subject: str,
+                 goal: str,
+                 prefix: str = "",
+                 label: str = "",
+                 extra=(),
+                 engines=tuple(PROCS)) -> list[dict]:
+    """tfdist (`extra` its flags) against its twin, at one Keras per row (both sides told it):
+    each of `engines` whose twin trains that Keras, both models."""
     out = []
     for model in ("cnn", "resnet_small"):
         for keras in KERASES:
-            for engine in PROCS:
+            for engine in engines:
                 if engine in NO_HAND_KERAS3 and keras == 3:
                     continue
                 out.append(
-                    dict(name=f"{engine}/{model}/{KERAS_ROW[keras]}",
-                         group="twin",
-                         subject="tfdist",
-                         goal="within 2 %",
+                    dict(name=f"{prefix}{engine}/{model}/{KERAS_ROW[keras]}",
+                         group=group,
+                         subject=subject,
+                         goal=goal,
                          same_keras=True,
-                         a=config("tfdist", engine, model, keras),
+                         a=config("tfdist", engine, model, keras, label=label, extra=extra),
                          b=config("hand", engine, model, keras, label="hand-written")))
     return out
+
+
+def twin_pairs() -> list[dict]:
+    """tfdist against its twin at equal settings (one step a call, as the twin)."""
+    return against_twin("twin", "tfdist", "within 2 %")
 
 
 def pairs() -> list[dict]:
@@ -159,24 +170,13 @@ def pairs() -> list[dict]:
     # call it chooses, `auto`, after the first epoch, which the warm-up passes) over the twin as
     # users write it (one step a call); 150 steps an epoch. parameter_server keeps one step a
     # call (tfdist.app.auto_steps): there the twin row is the defaults row.
-    for model in ("cnn", "resnet_small"):
-        for keras in KERASES:
-            for engine in PROCS:
-                if engine == "parameter_server" or (engine in NO_HAND_KERAS3 and keras == 3):
-                    continue
-                out.append(
-                    dict(name=f"defaults/{engine}/{model}/{KERAS_ROW[keras]}",
-                         group="gain",
-                         subject="tfdist with its defaults",
-                         goal="(info) the gain of tfdist's defaults",
-                         same_keras=True,
-                         a=config("tfdist",
-                                  engine,
-                                  model,
-                                  keras,
-                                  label="tfdist's defaults, auto steps a call",
-                                  extra=["--steps_per_execution=auto"]),
-                         b=config("hand", engine, model, keras, label="hand-written")))
+    out += against_twin("gain",
+                        "tfdist with its defaults",
+                        "(info) the gain of tfdist's defaults",
+                        prefix="defaults/",
+                        label="tfdist's defaults, auto steps a call",
+                        extra=["--steps_per_execution=auto"],
+                        engines=[e for e in PROCS if e != "parameter_server"])
     for name, subject, on, off in additions:
         out.append(
             dict(name=f"{name}/multi_worker/cnn",
