@@ -101,7 +101,7 @@ def read_now(w):
     """The watchdog's activity read, as its thread makes it each interval: the first poll starts
     a read, the next takes its result (and starts another)."""
     w.read_activity()
-    w._activity._busy and _wait_for(lambda: not w._activity._busy)
+    _wait_for(lambda: not w._activity._busy)
     w.read_activity()
     _wait_for(lambda: not w._activity._busy)
 
@@ -179,11 +179,18 @@ def test_a_read_begun_before_a_slow_phase_is_not_progress_in_it():
 
 def test_a_read_that_hangs_delays_nothing():
     w = Watchdog(0, 20.0)
-    never = threading.Event()
-    w.watch_activity(lambda: never.wait(60) and ())
+    never, reads = threading.Event(), []
+
+    def hanging():
+        reads.append(1)
+        never.wait(60)
+        return ()
+
+    w.watch_activity(hanging)
     for _ in range(3):
         w.read_activity()  # returns at once; one read at a time
-    assert sum(t.name == "tfdist-watchdog-read" for t in threading.enumerate()) == 1
+    _wait_for(lambda: reads)
+    assert len(reads) == 1 and w._activity._busy
     never.set()
 
 

@@ -53,10 +53,14 @@ def switch_seconds(measured: float) -> float:
     return float(given) / 1e3 if given else measured
 
 
+def saving(count: int, steps_left: int, call: float = CALL_SECONDS) -> float:
+    """Seconds `steps_left` steps at `count` a call save over one step a call."""
+    return steps_left * (1 - 1 / count) * call
+
+
 def pays(count: int, steps_left: int, switch: float, call: float = CALL_SECONDS) -> bool:
-    """Whether `steps_left` steps at `count` a call save more than `switch` seconds (a second
-    fit's start) over one step a call."""
-    return count > 1 and steps_left * (1 - 1 / count) * call > switch
+    """Whether that saving is more than `switch` seconds (a second fit's start)."""
+    return count > 1 and saving(count, steps_left, call) > switch
 
 
 def choose(step_seconds: float,

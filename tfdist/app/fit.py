@@ -17,7 +17,7 @@ from tfdist.distribute.default_strategy import outside
 from tfdist.distribute import LostTaskError
 from tfdist.errors import ConfigError
 from tfdist.files import replacing
-from tfdist.app.auto_steps import (CALL_SECONDS, MOST, StepClock, choose, pays, switch_seconds,
+from tfdist.app.auto_steps import (MOST, StepClock, choose, pays, saving, switch_seconds,
                                    target_seconds)
 from tfdist.app.config import AUTO, TrainConfig
 from tfdist.train.summary import metrics_path
@@ -194,18 +194,18 @@ def _train(rt, cfg: TrainConfig) -> dict[str, Any]:
     if clock is not None:
         callbacks.remove(clock)
         count = clock.count or 1
-    if count > 1 and clock is not None:
-        if callbacks.summary is not None:
-            callbacks.summary.write_at_end = True
-        if callbacks.checkpoint is not None:
-            callbacks.checkpoint.restore = False  # the model in memory is where the run is
-        with rt.scope():
-            # The optimizer compiled (its state kept), as Keras holds it: under
-            # mixed_float16 the LossScaleOptimizer, which a second compile must not wrap
-            # again (tf-keras: '"inner_optimizer" is already wrapped').
-            compile_classifier(model, model.optimizer, keras, count)
-        epoch = start.epoch + 1
-        model.fit(train_input(epoch, 0), initial_epoch=epoch, epochs=cfg.epochs, **fit)
+        if count > 1:  # the other epochs in a second fit, at the count chosen
+            if callbacks.summary is not None:
+                callbacks.summary.write_at_end = True
+            if callbacks.checkpoint is not None:
+                callbacks.checkpoint.restore = False  # the model in memory is where the run is
+            with rt.scope():
+                # The optimizer compiled (its state kept), as Keras holds it: under
+                # mixed_float16 the LossScaleOptimizer, which a second compile must not wrap
+                # again (tf-keras: '"inner_optimizer" is already wrapped').
+                compile_classifier(model, model.optimizer, keras, count)
+            epoch = start.epoch + 1
+            model.fit(train_input(epoch, 0), initial_epoch=epoch, epochs=cfg.epochs, **fit)
     # The test split is evaluated by a plain copy of the model, outside the strategy (also the
     # program's default one): the same on every engine, and no collective that a task could miss
     # (only the chief saves it).
@@ -284,8 +284,7 @@ def _agreed_count(rt, clock: StepClock, steps: int, epoch: int, epochs: int,
         log.info(
             "steps_per_execution auto: 1 for the rest of the run: %s; %d a call (%s) would save "
             "about %.1f s over the %d steps left, less than a second fit's start costs (%.1f s, "
-            "the first call's time)", timed, count, why,
-            left * (1 - 1 / count) * CALL_SECONDS, left, switch)
+            "the first call's time)", timed, count, why, saving(count, left), left, switch)
         return 1
     log.info(
         "steps_per_execution auto: %d from epoch %d on: %s, so a call takes about %.0f ms (%s)",

@@ -169,8 +169,8 @@ class Watchdog:
         progress in the phase that begins; reads begun before it are stale."""
         if self._activity is not None:
             self._phase += 1
-            self._seen = _merged(self._seen, _call_with_timeout(self._activity.source,
-                                                                COUNT_TIMEOUT))
+            now = _call_with_timeout(self._activity.source, COUNT_TIMEOUT)
+            self._seen = tuple(now) if now is not None else self._seen  # kept if the read failed
 
     def watch_activity(self, source: Optional[Callable[[], tuple]]) -> None:
         """Take a rise of any of the counters `source` returns (a tuple; None where a counter
@@ -193,7 +193,7 @@ class Watchdog:
                 return
             if _rose(self._seen, values):
                 self._last, self._slow = time.monotonic(), False
-            self._seen = _merged(self._seen, values)
+            self._seen = values
 
     def poll_steps(self, source: Optional[Callable[[], int]], local: bool = False) -> None:
         """Read the completed steps from `source` each interval instead of being fed: where
@@ -422,13 +422,6 @@ class _Reader:
 def _rose(before: tuple, now: tuple) -> bool:
     """Whether a counter known in both reads is higher now."""
     return any(b is not None and n is not None and n > b for b, n in zip(before, now))
-
-
-def _merged(before: tuple, now: Optional[tuple]) -> tuple:
-    """The values to compare the next read with: the new ones, the old where a read failed."""
-    if now is None:
-        return before
-    return tuple(now)
 
 
 def _arm_fallback(seconds: float) -> None:
