@@ -123,8 +123,9 @@ test-range:
 
 # Benchmarks (bench/, not tests): JSON + PNG per benchmark in bench/results/, a summary table at
 # the end, the tables of docs/benchmarks.md rewritten. Needs Horovod and the `bench` extra
-# (matplotlib, scipy). BENCH_QUICK=1: a smoke check that every row runs (the comparisons only,
-# 6 short rounds each: too few to resolve a cost).
+# (matplotlib, scipy). Under 30 minutes: the comparisons longest since measured that fit in 22,
+# the others kept on record; BENCH_ALL=1: every comparison (29-46 minutes). BENCH_QUICK=1: a smoke
+# check that every row runs (the comparisons only, 6 short rounds each: too few to resolve a cost).
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[bench]'
 	touch $@

@@ -317,7 +317,9 @@ def compare(pairs: Sequence[dict],
             slice_seconds: float = 1.0,
             warm_steps: int = 100,
             timeout: float = 300.0,
-            log: Callable[[str], None] = print) -> list[dict]:
+            log: Callable[[str], None] = print,
+            deadline: Optional[float] = None,
+            least: Callable[[dict], float] = lambda pair: 0.0) -> list[dict]:
     """Measure each pair ({"name", "a": cfg, "b": cfg, "subject", "group", "goal"}; a cfg has a
     "label"; a pair may set its own "rounds", and "run_pairs": over how many fresh pairs of runs
     the rounds are split, 1 by default) in `rounds` rounds of alternating slices and summarize
@@ -326,9 +328,11 @@ def compare(pairs: Sequence[dict],
     the rows that need it. `start(cfg)` starts a run that trains until killed. Returns the rows,
     every slice kept in row["runs"] (with the pair of runs it is from), and each side's Keras in
     row["a_side"]["keras"] and row["b_side"]["keras"]. UnequalSettings (pair["same_keras"]: the
-    sides trained different Kerases) ends the comparison, its runs ended first."""
+    sides trained different Kerases) ends the comparison, its runs ended first. With `deadline`
+    (time.monotonic()'s), a pair gets a pair of runs beyond its "run_pairs" only where one more
+    (as long as its others took) and the `least` seconds of every pair after it end by then."""
     rows = []
-    for pair in pairs:
+    for j, pair in enumerate(pairs):
         n, run_pairs = pair.get("rounds", rounds), pair.get("run_pairs", 1)
         most = max(run_pairs, pair.get("max_run_pairs", run_pairs))
         started = time.monotonic()
@@ -337,6 +341,12 @@ def compare(pairs: Sequence[dict],
         i = 0
         for k in range(most):  # the rounds split over fresh pairs of runs
             if k >= run_pairs and _tells(measured):
+                break
+            if k >= run_pairs and deadline is not None and (time.monotonic() +
+                                                            (time.monotonic() - started) / k +
+                                                            sum(least(p)
+                                                                for p in pairs[j + 1:]) > deadline):
+                log(f"  {pair['name']}: no pair of runs more: the time is up ({k} pairs)")
                 break
             runs: dict = {}
             try:

@@ -222,9 +222,12 @@ def plan_text() -> str:
     import training
 
     args = training.arguments([])
+    every = training.arguments(["--all"])
     quick = training.arguments(["--quick"])
-    return (f"`make bench` now: {training.plan_text(training.todo_pairs(args), args)}; "
-            "then the start-up runs, the all-reduce and the input pipeline. `BENCH_QUICK=1`: "
+    todo, kept = training.selection(args)
+    return (f"`make bench` now: {training.plan_text(todo, args, kept)}; "
+            "then the start-up runs, the all-reduce and the input pipeline. `BENCH_ALL=1`: "
+            f"{training.plan_text(training.todo_pairs(every), every)}. `BENCH_QUICK=1`: "
             f"{training.plan_text(training.todo_pairs(quick), quick)}.")
 
 

@@ -1,6 +1,9 @@
 """`make bench`: every benchmark, then the plots, the summary table and the docs' tables.
 
   .venv/bin/python bench/run_all.py [--skip=NAME,...]
+  BENCH_ALL=1 .venv/bin/python bench/run_all.py       # every comparison (29-46 minutes): without
+                                                       # it, those longest since measured that
+                                                       # fit in 22 minutes, the others kept
   BENCH_QUICK=1 .venv/bin/python bench/run_all.py     # a smoke check that every row runs: the
                                                        # comparisons only, 6 short rounds each
                                                        # (too few to resolve a cost; not for
@@ -49,6 +52,8 @@ def main() -> None:
     if quick:
         skip |= {"allreduce", "input_pipeline"}
         STEPS["training"].append("--quick")
+    elif os.environ.get("BENCH_ALL", "") not in ("", "0"):
+        STEPS["training"].append("--all")
     started = time.time()
     failed = []
     for name, (script, *options) in STEPS.items():

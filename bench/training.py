@@ -220,26 +220,94 @@ QUICK = ("a smoke check that every row runs (6 rounds of half-second slices, one
          "cent (expect 'cannot tell'); not for the record")
 
 
-def plan_text(todo: list[dict], args) -> str:
+def plan_text(todo: list[dict], args, kept: list[dict] = ()) -> str:
     """What the comparisons will take: each row's pairs of runs and rounds, a round being its two
     slices and what stopping and continuing them costs; that cost and a pair of runs' start-up
-    and warm-up priced as the rows on record took them (row_costs)."""
+    and warm-up priced as the rows on record took them (row_costs). Under a budget (budget_seconds)
+    the rows beyond the weak-scaling ones take at most that long (compare's deadline); the rows
+    `kept` on record are named."""
     costs = row_costs(load_result("overhead"))
     if costs is None:
         return f"{len(todo)} comparisons: no rows on record to price them"
     per_pair, per_round = costs[0], 2 * args.slice + costs[1]
-    least = most = 0.0
+    least = {"weak": 0.0, "rows": 0.0}
+    most = dict(least)
     for p in todo:
         n, pairs_ = p.get("rounds", args.rounds), p.get("run_pairs", 1)
         most_pairs = max(pairs_, p.get("max_run_pairs", pairs_))
-        least += pairs_ * per_pair + n * per_round
-        most += most_pairs * per_pair + n * most_pairs // pairs_ * per_round
-    low, high = round(least / 60), round(most / 60)
+        part = "weak" if p["group"] == "weak" else "rows"
+        least[part] += least_seconds(p, args, costs)
+        most[part] += most_pairs * per_pair + n * most_pairs // pairs_ * per_round
+    budget = budget_seconds(args)
+    if budget is not None:  # extra pairs of runs only while the budget allows
+        most["rows"] = max(least["rows"], min(most["rows"], budget + per_pair))
+    low, high = round(sum(least.values()) / 60), round(sum(most.values()) / 60)
     took = f"{low} to {high} minutes" if low != high else f"{low} minute{'s' * (low != 1)}"
-    return (f"{len(todo)} comparisons, {sum(p.get('rounds', args.rounds) for p in todo)} rounds "
+    text = (f"{len(todo)} comparisons, {sum(p.get('rounds', args.rounds) for p in todo)} rounds "
             f"or more: {took} at {per_pair:.1f} s per pair of runs and {per_round:.2f} s per round "
             "(two slices and their stops, priced from the rows on record, "
             "bench/results/overhead.json)")
+    if budget is not None:
+        text = (f"the comparisons longest since measured that fit in {args.minutes:g} minutes at "
+                "what each took last (a row that cannot tell yet gets more pairs of runs only "
+                f"while they allow), and the weak-scaling ones: {text}")
+    if kept:
+        text += (f"; {len(kept)} kept on record, measured latest (--all or BENCH_ALL=1 measures "
+                 f"them too): {', '.join(p['name'] for p in kept)}")
+    return text
+
+
+# The minutes a plain `make bench` gives the comparisons of overhead.json: with the all-reduce,
+# weak scaling, the start-up runs and the input pipeline (about 5 minutes in the run of
+# 2026-11-27) it stays under 30. All of them take 29 to 46 (BENCH_ALL=1).
+BUDGET_MINUTES = 22
+
+
+def budget_seconds(args) -> float | None:
+    """The seconds the comparisons of overhead.json get, or None: --only's, --all's and --quick's
+    rows are measured whole."""
+    return None if args.only or args.all or args.quick else args.minutes * 60
+
+
+def least_seconds(p: dict, args, costs: tuple[float, float]) -> float:
+    """What comparison `p` takes without pairs of runs beyond its first "run_pairs", priced at
+    `costs` (row_costs)."""
+    return (p.get("run_pairs", 1) * costs[0] + p.get("rounds", args.rounds) *
+            (2 * args.slice + costs[1]))
+
+
+def budgeted(todo: list[dict], previous: dict | None, minutes: float,
+             args) -> tuple[list[dict], list[dict]]:
+    """(the comparisons this run measures, the overhead rows it keeps on record): the rows never
+    measured (or whose record failed or is a quick run's) first, then the longest since measured,
+    each priced at the seconds its record took (else least_seconds), taken in that order while
+    they fit in `minutes` (at least one); the weak-scaling rows always. Without rows on record to
+    price them, everything."""
+    costs = row_costs(previous)
+    if costs is None:
+        return todo, []
+    on_record = {
+        r["name"]: r
+        for r in previous["rows"] if not r.get("error") and not r.get("quick")
+    }
+    default_date = previous["machine"]["date"]
+
+    def priority(p):
+        row = on_record.get(p["name"])
+        return (row is not None, row.get("date", default_date) if row else "")
+
+    def seconds(p):
+        row = on_record.get(p["name"])
+        return row["seconds"] if row and row.get("seconds") else least_seconds(p, args, costs)
+
+    rows = [p for p in todo if p["group"] != "weak"]
+    left, chosen = minutes * 60, set()
+    for p in sorted(rows, key=priority):  # stable: pairs()'s order among rows of one date
+        if seconds(p) <= left or not chosen:
+            chosen.add(p["name"])
+            left -= seconds(p)
+    measured = [p for p in todo if p["group"] == "weak" or p["name"] in chosen]
+    return measured, [p for p in rows if p["name"] not in chosen]
 
 
 def row_costs(previous: dict | None) -> tuple[float, float] | None:
@@ -542,6 +610,16 @@ def arguments(argv=None) -> argparse.Namespace:
                         help="comma-separated beginnings of pair names, e.g. "
                         "'multi_worker/,horovod/' (the twin rows of both engines), 'keras3/', "
                         "'weak/'; no start-up runs then")
+    parser.add_argument("--all",
+                        action="store_true",
+                        help="measure every comparison (29 to 46 minutes on a 2-core VM; "
+                        "BENCH_ALL=1 make bench); without it, those longest since measured that "
+                        "fit in --minutes, the others kept on record")
+    parser.add_argument("--minutes",
+                        type=float,
+                        default=BUDGET_MINUTES,
+                        help="minutes for the comparisons of overhead.json, each priced at what "
+                        "its record took (the weak-scaling rows and start-up runs come on top)")
     parser.add_argument("--keep", action="store_true", help="keep the logs")
     args = parser.parse_args(argv)
     if args.quick:
@@ -562,6 +640,15 @@ def todo_pairs(args: argparse.Namespace) -> list[dict]:
     return todo
 
 
+def selection(args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
+    """(the comparisons this command line measures, the overhead rows it keeps on record):
+    --only's, --all's and --quick's rows whole, else those that fit in --minutes (budgeted)."""
+    todo = todo_pairs(args)
+    if args.only or args.all or args.quick:
+        return todo, []
+    return budgeted(todo, load_result("overhead"), args.minutes, args)
+
+
 def main() -> None:
     args = arguments()
     end_children_on_signals()  # ended (SIGTERM, Ctrl-C): no measured run is left behind
@@ -569,18 +656,25 @@ def main() -> None:
     warm_steps = args.steps_per_epoch + 20
     info = machine()
     work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
-    todo = todo_pairs(args)
+    todo, kept = selection(args)
     if args.quick:
         print(f"training.py --quick: {QUICK}", flush=True)
-    print(plan_text(todo, args), flush=True)
+    print(plan_text(todo, args, kept), flush=True)
     started = time.time()
+    budget, costs = budget_seconds(args), row_costs(load_result("overhead"))
+    deadline = None
+    if budget is not None and costs is not None:  # the weak-scaling rows come on top
+        weak_least = sum(least_seconds(p, args, costs) for p in todo if p["group"] == "weak")
+        deadline = time.monotonic() + budget + weak_least
     try:
         rows = compare(todo,
                        args.rounds,
                        lambda cfg: start_run(cfg, args, work),
                        slice_seconds=args.slice,
                        warm_steps=warm_steps,
-                       timeout=args.timeout)
+                       timeout=args.timeout,
+                       deadline=deadline,
+                       least=lambda p: least_seconds(p, args, costs) if costs else 0.0)
     except UnequalSettings as e:
         sys.exit(f"training.py: stopped, nothing written: {e}")
     weak = [r for r in rows if r["group"] == "weak"]
@@ -672,7 +766,7 @@ def main() -> None:
                    slice_seconds=args.slice,
                    date=info["date"],
                    load_average=[info["load_average"][0], load_end])
-    if args.only:
+    if args.only or kept:
         results["overhead"]["rows"] = merge_rows(load_result("overhead"), rows)
         setup["quick"] = any(r.get("quick") for r in results["overhead"]["rows"])
     for name, result in results.items():

@@ -240,3 +240,41 @@ def test_sides_that_trained_different_kerases_stop_the_comparison(worker, tmp_pa
     for run in started:
         assert run.procs[0].poll() is not None
         assert not proctree.members(run.tags)
+
+
+def test_extra_pairs_of_runs_only_while_the_deadline_allows(worker, tmp_path):
+    """compare's deadline (make bench's minutes): a row that cannot tell gets another pair of runs
+    only where it and the least seconds of every row after it end by then. A rule no interval
+    meets (TELLS 0), so each row asks for all 3 pairs of runs: a deadline already past gives
+    each its first only; one far off, all 3; one far off but taken by the rows after, the first
+    only, while the last row, with nothing after it, gets all 3."""
+
+    def start(cfg):
+        return start_worker(worker, tmp_path, cfg["work"])
+
+    def row(name):
+        return dict(name=name,
+                    a=dict(label="a", work=20000),
+                    b=dict(label="b", work=20000),
+                    run_pairs=1,
+                    max_run_pairs=3)
+
+    def pairs_run(deadline, least):
+        rows = compare.compare([row("first"), row("last")],
+                               rounds=2,
+                               start=start,
+                               slice_seconds=0.1,
+                               warm_steps=3,
+                               log=lambda line: None,
+                               deadline=time.monotonic() + deadline,
+                               least=least)
+        return [r["run_pairs"] for r in rows]
+
+    tells = compare.TELLS
+    try:
+        compare.TELLS = 0.0
+        assert pairs_run(-1.0, lambda p: 0.0) == [1, 1]
+        assert pairs_run(1e6, lambda p: 0.0) == [3, 3]
+        assert pairs_run(1e6, lambda p: 2e6 if p["name"] == "last" else 0.0) == [1, 3]
+    finally:
+        compare.TELLS = tells
