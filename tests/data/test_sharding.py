@@ -65,6 +65,13 @@ def test_auto_sharding_is_off_and_order_deterministic(one_file_tfrecord):
         tf.data.experimental.AutoShardPolicy.OFF
     assert options.deterministic is True
     assert dataset_options().threading.max_intra_op_parallelism == 1
+    # tf.data's autotuning model off unless asked for (BuildOptions.autotune)
+    assert options.autotune.enabled is False
+    asked = build_dataset(TFRecordSource.from_folder(one_file_tfrecord, "train"),
+                          make_input_context(2, 0, 2),
+                          4,
+                          autotune=True)
+    assert asked.options().autotune.enabled is True
 
 
 def test_input_context_validation():

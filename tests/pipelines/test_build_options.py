@@ -58,7 +58,7 @@ def test_a_recipe_written_before_build_options_has_the_same_options(recipes):
     older, now, _ = recipes
     assert set(recipe_options(older)) == set(recipe_options(now)) == {
         "shard_by", "shuffle_buffer", "cache", "cache_parsed", "cycle_length", "deterministic",
-        "prefetch"
+        "prefetch", "autotune"
     }
     given = {"cache": "memory", "cycle_length": "2", "deterministic": "true"}
     assert check_options(older, "older", given) == check_options(now, "now", given) == {
@@ -95,9 +95,10 @@ def test_the_bundled_recipe_reads_what_the_older_form_reads(recipes):
 
 
 def test_options_that_do_not_exist_are_named():
-    with pytest.raises(TypeError,
-                       match=r"^cahce: not an option of build_dataset; its options: "
-                       r"seed, shuffle, epoch, .*prefetch \(tfdist.data.BuildOptions\)\.$"):
+    with pytest.raises(
+            TypeError,
+            match=r"^cahce: not an option of build_dataset; its options: "
+            r"seed, shuffle, epoch, .*prefetch, autotune \(tfdist.data.BuildOptions\)\.$"):
         BuildOptions(cache="memory").replace(cahce="disk")
     with pytest.raises(TypeError, match=r"^seeed: not an option of build_dataset"):
         load_pipeline("synthetic").dataset("train", make_input_context(1, 0, 1), 8, seeed=1)

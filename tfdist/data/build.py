@@ -79,6 +79,11 @@ class BuildOptions:
         cycle_length: files read at once when shuffling (4).
         deterministic: the same order on every run and every pipeline (True).
         prefetch: prefetch batches (True).
+        autotune: tf.data's autotuning model for parallel calls and buffers (False: the
+            parallel reads and the map run as many calls as the task has cores, up to 16, and
+            each prefetch buffer grows while its consumer waits, tf.data's rule without a model;
+            the model's bookkeeping costs CPU on every element: 4-6 % of the image_folder
+            pipeline's CPU per sample on 2 cores, bench/input_pipeline.py, 2026-11-28).
     """
 
     seed: int = 0
@@ -93,6 +98,7 @@ class BuildOptions:
     cycle_length: int = 4
     deterministic: bool = True
     prefetch: bool = True
+    autotune: bool = False
 
     def replace(self, **changes) -> BuildOptions:
         """These options with `changes`; a TypeError names any that is no option."""
@@ -205,13 +211,15 @@ def build_dataset(source: RecordSource,
         ds = ds.apply(tf.data.experimental.assert_cardinality(batches))
     if o.prefetch:
         ds = ds.prefetch(AUTOTUNE)
-    return ds.with_options(dataset_options(o.deterministic))
+    return ds.with_options(dataset_options(o.deterministic, o.autotune))
 
 
-def dataset_options(deterministic: bool = True) -> tf.data.Options:
+def dataset_options(deterministic: bool = True, autotune: bool = False) -> tf.data.Options:
     """The tf.data options of every tfdist pipeline: TensorFlow's own sharding off (tfdist
-    shards), and a deterministic order unless `deterministic=False`."""
+    shards), a deterministic order unless `deterministic=False`, and tf.data's autotuning model
+    only with `autotune=True` (BuildOptions.autotune)."""
     options = tf.data.Options()
+    options.autotune.enabled = autotune
     # tfdist shards itself; TensorFlow's AUTO policy would shard again and warn.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     # Pipelines that split one shuffled stream must all produce it in the same order.
