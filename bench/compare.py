@@ -92,10 +92,12 @@ def verdict(median: Optional[float],
             rounds: int,
             of: int,
             subject: str,
-            gain: bool = False) -> str:
+            gain: bool = False,
+            tells: float = TELLS) -> str:
     """The verdict of a cost ratio (subject's CPU per sample over the other side's). `gain`: a
     row that measures a gain (not a cost within a few per cent): a whole interval below 1 is a
-    saving however wide."""
+    saving however wide. `tells`: the widest half-interval that still tells a cost (a quick
+    run's rows: 5 %)."""
     if median is None or rounds < MIN_ROUNDS:
         return f"cannot tell: {rounds} of {of} rounds ran on both sides (fewer than {MIN_ROUNDS})"
     half = (high - low) / 2
@@ -103,9 +105,9 @@ def verdict(median: Optional[float],
         return "within 2 %"
     if gain and high < 1:
         return f"{subject} saves {100 * (1 - median):.1f} ± {100 * half:.1f} %"
-    if half > TELLS:
+    if half > tells:
         return (f"cannot tell: the 95 % interval {low:.3f}-{high:.3f} is +-{100 * half:.1f} %, "
-                f"wider than +-{100 * TELLS:.0f} % (the rounds scatter: {rounds} rounds)")
+                f"wider than +-{100 * tells:.0f} % (the rounds scatter: {rounds} rounds)")
     if high < 1 or median < 1:  # the whole interval, or its median, below: less CPU a sample
         return f"{subject} saves {100 * (1 - median):.1f} ± {100 * half:.1f} %"
     return f"{subject} costs {100 * (median - 1):+.1f} ± {100 * half:.1f} %"
@@ -175,7 +177,10 @@ def summarize(pair: dict, a_runs: dict, b_runs: dict, rounds: int) -> dict:
                 len(cpu),
                 rounds,
                 pair.get("subject", "A"),
-                gain=pair.get("group") == "gain"),
+                gain=pair.get("group") == "gain",
+                tells=pair.get("tells", TELLS)),
+        "tells":
+        pair.get("tells", TELLS),
         "goal":
         pair.get("goal"),
     }

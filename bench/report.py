@@ -361,8 +361,9 @@ def rows() -> list:
 
 
 HEADER = ("benchmark", "measure", "tfdist", "reference", "ratio", "goal", "met")
-QUICK_SUMMARY = (" (QUICK run, BENCH_QUICK=1: a smoke check that every row runs, its intervals too "
-                 "wide to resolve a cost; not for the record)")
+QUICK_SUMMARY = (
+    " (with QUICK rows, BENCH_QUICK=1: the equal-settings rows in 2 pairs of runs of 6 "
+    "rounds, a cost told to +-5 %)")
 
 
 def summary_text() -> str:
@@ -421,12 +422,12 @@ def docs_blocks() -> dict:
     if data:
         setup = data["setup"]
         all_quick = all(r.get("quick", setup.get("quick")) for r in data["rows"])
-        quick = ("**A quick run** (`BENCH_QUICK=1`: 6 rounds of half-second slices, a smoke "
-                 "check that every row runs), not the full `make bench`: its intervals are too "
-                 "wide to resolve a cost, not for the record. " if all_quick else
-                 "Rows marked *(quick)* are from a quick run (`BENCH_QUICK=1`: 6 rounds of "
-                 "half-second slices, a smoke check that every row runs; their intervals are too "
-                 "wide to resolve a cost); the others from " if setup.get("quick") else "")
+        quick = ("**A quick run** (`BENCH_QUICK=1`: the equal-settings rows in 2 pairs of runs "
+                 "of 6 rounds, a cost told to +-5 % instead of +-3 %), not the full `make "
+                 "bench`. " if all_quick else
+                 "Rows marked *(quick)* are from a quick run (`BENCH_QUICK=1`: the equal-settings "
+                 "rows in 2 pairs of runs of 6 rounds, a cost told to +-5 % instead of +-3 %); "
+                 "the others from " if setup.get("quick") else "")
         pairs, most = setup.get("run_pairs", 1), setup.get("max_run_pairs", 1)
         more = (f", then {setup['rounds'] // pairs} more rounds in a fresh pair of runs while the "
                 f"row's interval is wider than +-3 %, up to {most} pairs of runs"

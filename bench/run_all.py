@@ -4,10 +4,8 @@
   BENCH_ALL=1 .venv/bin/python bench/run_all.py       # every comparison (29-46 minutes): without
                                                        # it, those longest since measured that
                                                        # fit in 22 minutes, the others kept
-  BENCH_QUICK=1 .venv/bin/python bench/run_all.py     # a smoke check that every row runs: the
-                                                       # comparisons only, 6 short rounds each
-                                                       # (too few to resolve a cost; not for
-                                                       # the record)
+  BENCH_QUICK=1 .venv/bin/python bench/run_all.py     # the equal-settings rows only, about 9
+                                                       # minutes, a cost told to +-5 %
 
 Runs, in this order: allreduce.py (2), training.py (1, 3, 4), input_pipeline.py (5); each writes
 bench/results/<name>.json. input_pipeline.json (written by that script) gets the machine record

@@ -74,3 +74,25 @@ def test_only_all_and_quick_measure_their_rows_whole():
     for argv in (["--all"], ["--quick"], ["--only=mirrored/"]):
         assert training.budget_seconds(training.arguments(argv)) is None
     assert training.budget_seconds(training.arguments([])) == training.BUDGET_MINUTES * 60
+
+
+def test_the_quick_run_is_the_equal_settings_rows_told_to_five_per_cent():
+    args = training.arguments(["--quick"])
+    todo = training.todo_pairs(args)
+    assert todo and {p["group"] for p in todo} == {"twin"}
+    assert [p["name"] for p in todo] == [p["name"] for p in training.twin_pairs()]
+    assert all(p["tells"] == 0.05 and p["run_pairs"] == p["max_run_pairs"] == 2 for p in todo)
+    assert args.rounds == 12 and args.startup_rounds == 0
+
+
+def test_a_quick_rows_verdict_tells_a_cost_to_five_per_cent():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import compare
+    finally:
+        sys.path.remove(str(BENCH))
+    assert compare.verdict(1.03, 0.99, 1.07, 12, 12, "tfdist").startswith("cannot tell")
+    assert compare.verdict(1.03, 0.99, 1.07, 12, 12, "tfdist",
+                           tells=0.05) == "tfdist costs +3.0 ± 4.0 %"
+    assert compare.verdict(1.03, 0.97, 1.09, 12, 12, "tfdist",
+                           tells=0.05).endswith("wider than +-5 % (the rounds scatter: 12 rounds)")
