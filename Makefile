@@ -124,7 +124,7 @@ test-range:
 # Benchmarks (bench/, not tests): JSON + PNG per benchmark in bench/results/, a summary table at
 # the end, the tables of docs/benchmarks.md rewritten. Needs Horovod and the `bench` extra
 # (matplotlib, scipy). Under 30 minutes: the comparisons longest since measured that fit in 22,
-# the others kept on record; BENCH_ALL=1: every comparison (29-46 minutes). BENCH_QUICK=1: the
+# the others kept on record; BENCH_ALL=1: every comparison (25-46 minutes). BENCH_QUICK=1: the
 # equal-settings rows only (about 9 minutes, a cost told to +-5 %), the others kept on record.
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e '.[bench]'

@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, then the plots, the summary table and the docs' tables.
 
   .venv/bin/python bench/run_all.py [--skip=NAME,...]
-  BENCH_ALL=1 .venv/bin/python bench/run_all.py       # every comparison (29-46 minutes): without
+  BENCH_ALL=1 .venv/bin/python bench/run_all.py       # every comparison (25-46 minutes): without
                                                        # it, those longest since measured that
                                                        # fit in 22 minutes, the others kept
   BENCH_QUICK=1 .venv/bin/python bench/run_all.py     # the equal-settings rows only, about 9

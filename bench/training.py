@@ -260,7 +260,7 @@ def plan_text(todo: list[dict], args, kept: list[dict] = ()) -> str:
 
 # The minutes a plain `make bench` gives the comparisons of overhead.json: with the all-reduce,
 # weak scaling, the start-up runs and the input pipeline (about 5 minutes in the run of
-# 2026-11-27) it stays under 30. All of them take 29 to 46 (BENCH_ALL=1).
+# 2026-11-27, 4 on 2026-11-28) it stays under 30. All of them take 25 to 46 (BENCH_ALL=1).
 BUDGET_MINUTES = 22
 
 
@@ -613,7 +613,7 @@ def arguments(argv=None) -> argparse.Namespace:
                         "'weak/'; no start-up runs then")
     parser.add_argument("--all",
                         action="store_true",
-                        help="measure every comparison (29 to 46 minutes on a 2-core VM; "
+                        help="measure every comparison (25 to 46 minutes on a 2-core VM; "
                         "BENCH_ALL=1 make bench); without it, those longest since measured that "
                         "fit in --minutes, the others kept on record")
     parser.add_argument("--minutes",
