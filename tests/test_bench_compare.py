@@ -202,7 +202,7 @@ def test_a_row_gets_more_pairs_of_runs_only_while_it_cannot_tell(worker, tmp_pat
     assert ran == 3 or not wide(row, ran), row["cpu_ratio"]
     tells = compare.TELLS
     try:
-        compare.TELLS = 0.0
+        compare.TELLS = -1.0  # no interval is ever narrow enough (equal ratios give a width of 0)
         row = measure(pair, start, rounds=6, slice_seconds=0.2)
     finally:
         compare.TELLS = tells
@@ -245,7 +245,7 @@ def test_sides_that_trained_different_kerases_stop_the_comparison(worker, tmp_pa
 def test_extra_pairs_of_runs_only_while_the_deadline_allows(worker, tmp_path):
     """compare's deadline (make bench's minutes): a row that cannot tell gets another pair of runs
     only where it and the least seconds of every row after it end by then. A rule no interval
-    meets (TELLS 0), so each row asks for all 3 pairs of runs: a deadline already past gives
+    meets (TELLS -1), so each row asks for all 3 pairs of runs: a deadline already past gives
     each its first only; one far off, all 3; one far off but taken by the rows after, the first
     only, while the last row, with nothing after it, gets all 3."""
 
@@ -272,7 +272,7 @@ def test_extra_pairs_of_runs_only_while_the_deadline_allows(worker, tmp_path):
 
     tells = compare.TELLS
     try:
-        compare.TELLS = 0.0
+        compare.TELLS = -1.0  # no interval is ever narrow enough (equal ratios give a width of 0)
         assert pairs_run(-1.0, lambda p: 0.0) == [1, 1]
         assert pairs_run(1e6, lambda p: 0.0) == [3, 3]
         assert pairs_run(1e6, lambda p: 2e6 if p["name"] == "last" else 0.0) == [1, 3]
