@@ -345,14 +345,13 @@ def compare(pairs: Sequence[dict],
         error, memory, kerases, calls = None, {}, {}, {}
         i = 0
         for k in range(most):  # the rounds split over fresh pairs of runs
-            if k >= run_pairs and _tells(measured):
+            if k >= run_pairs and _tells(measured, pair.get("tells", TELLS)):
                 break
-            if k >= run_pairs and deadline is not None and (time.monotonic() +
-                                                            (time.monotonic() - started) / k +
-                                                            sum(least(p)
-                                                                for p in pairs[j + 1:]) > deadline):
-                log(f"  {pair['name']}: no pair of runs more: the time is up ({k} pairs)")
-                break
+            if k >= run_pairs and deadline is not None:
+                now = time.monotonic()  # one more pair of runs, as long as the others took
+                if now + (now - started) / k + sum(least(p) for p in pairs[j + 1:]) > deadline:
+                    log(f"  {pair['name']}: no pair of runs more: the time is up ({k} pairs)")
+                    break
             runs: dict = {}
             try:
                 for label in ("a", "b"):
@@ -397,11 +396,11 @@ def compare(pairs: Sequence[dict],
     return rows
 
 
-def _tells(measured: tuple[dict, dict]) -> bool:
-    """Whether the CPU ratio's interval so far is at most +-3 % wide."""
+def _tells(measured: tuple[dict, dict], tells: float) -> bool:
+    """Whether the CPU ratio's interval so far is at most +-`tells` wide (the pair's own)."""
     cpu, groups = ratios(*measured, "cpu_per_sample")
     _, low, high = interval(cpu, groups=groups)
-    return low is not None and (high - low) / 2 <= TELLS
+    return low is not None and (high - low) / 2 <= tells
 
 
 def _median(values: list) -> Optional[float]:

@@ -642,13 +642,15 @@ def todo_pairs(args: argparse.Namespace) -> list[dict]:
     return todo
 
 
-def selection(args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
+def selection(args: argparse.Namespace,
+              previous: dict | None = None) -> tuple[list[dict], list[dict]]:
     """(the comparisons this command line measures, the overhead rows it keeps on record):
-    --only's, --all's and --quick's rows whole, else those that fit in --minutes (budgeted)."""
+    --only's, --all's and --quick's rows whole, else those that fit in --minutes (budgeted) by
+    the record `previous` (None: overhead.json as on disk)."""
     todo = todo_pairs(args)
-    if args.only or args.all or args.quick:
+    if budget_seconds(args) is None:
         return todo, []
-    return budgeted(todo, load_result("overhead"), args.minutes, args)
+    return budgeted(todo, previous or load_result("overhead"), args.minutes, args)
 
 
 def main() -> None:
@@ -658,12 +660,13 @@ def main() -> None:
     warm_steps = args.steps_per_epoch + 20
     info = machine()
     work = tempfile.mkdtemp(prefix="tfdist-bench-training-")
-    todo, kept = selection(args)
+    previous = load_result("overhead")  # the record this run prices its rows by and joins
+    todo, kept = selection(args, previous)
     if args.quick:
         print(f"training.py --quick: {QUICK}", flush=True)
     print(plan_text(todo, args, kept), flush=True)
     started = time.time()
-    budget, costs = budget_seconds(args), row_costs(load_result("overhead"))
+    budget, costs = budget_seconds(args), row_costs(previous)
     deadline = None
     if budget is not None and costs is not None:  # the weak-scaling rows come on top
         weak_least = sum(least_seconds(p, args, costs) for p in todo if p["group"] == "weak")
@@ -769,7 +772,6 @@ def main() -> None:
                    date=info["date"],
                    load_average=[info["load_average"][0], load_end])
     if args.only or kept or args.quick:
-        previous = load_result("overhead")
         results["overhead"]["rows"] = merge_rows(previous, rows)
         # A quick run's rows join a full run's: that run's settings describe the others.
         base = previous["setup"] if args.quick and previous else setup
