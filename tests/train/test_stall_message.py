@@ -55,13 +55,13 @@ def _epochs_warned(caplog, waits, seconds=2.0):
     from tfdist.train.input_wait import StepCounters
 
     meter = ThroughputMeter()
-    meter._counters = StepCounters(tf.Variable(0.0), tf.Variable(0.0))
+    meter._counters = StepCounters(tf.Variable(tf.zeros([2], tf.float64)))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="tfdist"):
         for epoch, wait in enumerate(waits):
             meter.on_epoch_begin(epoch)
             meter._start -= seconds  # the epoch lasted `seconds` (and the microseconds to here)
-            meter._counters.waited.assign_add(wait)
+            meter._counters.add(tf.constant(wait, tf.float64), tf.constant(0.0, tf.float64))
             meter.on_epoch_end(epoch)
     return [r.getMessage().split(":")[0] for r in caplog.records]
 

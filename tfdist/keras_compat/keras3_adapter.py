@@ -127,8 +127,7 @@ def instrument_steps(model, counters, batch_size) -> None:
             data = iterator.get_next()
         with tf.control_dependencies(tf.nest.flatten(data, expand_composites=True)):
             arrived = tf.timestamp()
-        counters.waited.assign_add(arrived - start, read_value=False)
-        counters.samples.assign_add(batch_size(data, strategy), read_value=False)
+        counters.add(arrived - start, batch_size(data, strategy))
         return one_step_on_data(data)
 
     def steps(iterator, count):

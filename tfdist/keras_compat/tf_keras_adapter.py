@@ -131,8 +131,7 @@ def instrument_steps(model, counters, batch_size) -> None:
             data = next(iterator)
         with tf.control_dependencies(tf.nest.flatten(data, expand_composites=True)):
             arrived = tf.timestamp()
-        counters.waited.assign_add(arrived - start, read_value=False)
-        counters.samples.assign_add(batch_size(data, strategy), read_value=False)
+        counters.add(arrived - start, batch_size(data, strategy))
         outputs = strategy.run(run_step, args=(data, ))
         return training.reduce_per_replica(outputs,
                                            strategy,

@@ -4,15 +4,15 @@ step itself.
 Keras fetches the batch (`next(iterator)`) and runs the step in one traced function, so nothing
 outside it can tell waiting from computing. `count_steps` has the model's Keras adapter
 (tfdist.keras_compat) rebuild that function as Keras's own `make_train_function` does for one
-step per call, with two timestamps around the fetch, and adds the wait and the batch's size to two
-variables: no extra call or host sync per step, and the samples are counted, not inferred from
+step per call, with two timestamps around the fetch, and adds the wait and the batch's size to one
+variable: no extra call or host sync per step, and the samples are counted, not inferred from
 a batch size the caller has to know.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import tensorflow as tf
 
@@ -35,11 +35,23 @@ def workers(model) -> int:
     return max(1, int(getattr(model.distribute_strategy.extended, "_num_workers", 1)))
 
 
-class StepCounters(NamedTuple):
-    """Totals since fit began, of this task (parameter_server: of every worker)."""
+class StepCounters:
+    """Totals since fit began, of this task (parameter_server: of every worker): the seconds the
+    steps waited for their batch and the samples they trained on (all local replicas), in one
+    variable, so a step makes one update (parameter_server: one write to a parameter server, not
+    two) and a reading takes both at once."""
 
-    waited: tf.Variable  # seconds the steps waited for their batch
-    samples: tf.Variable  # samples the steps trained on (all local replicas)
+    def __init__(self, totals: tf.Variable):
+        self.totals = totals  # float64 [seconds waited, samples]
+
+    def add(self, waited, samples) -> None:
+        """Inside the step: add its wait (seconds) and its samples."""
+        self.totals.assign_add(tf.stack([waited, samples]), read_value=False)
+
+    def read(self) -> tuple[float, float]:
+        """(seconds waited, samples) so far."""
+        waited, samples = self.totals.numpy().tolist()
+        return waited, samples
 
 
 def _batch_size(data, strategy):
@@ -62,9 +74,7 @@ def count_steps(model, steps_per_epoch: Optional[int] = None) -> Optional[StepCo
 
     # Created inside fit's strategy scope, by every task in the same order as its other
     # callbacks' variables; each synchronous task adds and reads its own (no aggregation).
-    def variable(name):
-        return tf.Variable(0.0, dtype=tf.float64, trainable=False, name=name)
-
-    counters = StepCounters(variable("tfdist_input_wait"), variable("tfdist_samples"))
+    counters = StepCounters(
+        tf.Variable(tf.zeros([2], tf.float64), trainable=False, name="tfdist_input_wait_samples"))
     adapter(model).instrument_steps(model, counters, _batch_size)
     return counters

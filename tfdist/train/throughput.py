@@ -67,12 +67,12 @@ class ThroughputMeter(Callback):
         """The samples this fit's steps have taken so far (None before the counters exist, or
         where there are none): the watchdog's sign of progress inside a call of many steps."""
         counters = self._counters
-        return None if counters is None else float(counters.samples.numpy())
+        return None if counters is None else counters.read()[1]
 
     def _totals(self) -> tuple[float, float]:
         if self._counters is None:
             return 0.0, 0.0
-        return float(self._counters.waited.numpy()), float(self._counters.samples.numpy())
+        return self._counters.read()
 
     def on_epoch_begin(self, epoch, logs=None):
         self._at_start = self._totals()
