@@ -3,8 +3,8 @@ naive version (serial map, no prefetch, the augmentation written with tf.image's
 and of the limit (the single-core rate of the same decode + augment, measured in the same run,
 times the cores), on the same JPEG files. Every pipeline flips and crops each sample its own
 way: a seed shared by every sample (the naive pipeline of this file before 2026-11-28) gives
-every image the same flip and crop, and TensorFlow folds the random ops' seed work into
-constants; that variant is still measured, as `naive_one_seed`, and reported beside.
+every image the same flip and crop, at 3 % less CPU than a seed per sample (2026-11-28); that
+variant is still measured, as `naive_one_seed`, and reported beside.
 
   .venv/bin/python bench/input_pipeline.py [--images=1024] [--size=128] [--repeats=5]
 
