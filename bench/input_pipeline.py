@@ -8,7 +8,7 @@ variant is still measured, as `naive_one_seed`, and reported beside.
 
   .venv/bin/python bench/input_pipeline.py [--images=1024] [--size=128] [--repeats=5]
 
-Prints one JSON object and writes it to bench/results/input_pipeline.json. The three
+Prints one JSON object and writes it to bench/results/input_pipeline.json. The four
 measurements alternate over --repeats rounds, so load from other processes on a shared machine
 falls on all three alike; the headline figures are the best round of each (the least
 disturbed), the medians and the samples per CPU-second are reported beside them.
