@@ -168,15 +168,13 @@ def pairs() -> list[dict]:
                    ], ["--model_dir={run_dir}", "--notensorboard", "--nopreemption"]))
     # What a user gains with tfdist's defaults (`tfdist train` without settings: the steps a
     # call it chooses, `auto`, after the first epoch, which the warm-up passes) over the twin as
-    # users write it (one step a call); 150 steps an epoch. parameter_server keeps one step a
-    # call (tfdist.app.auto_steps): there the twin row is the defaults row.
+    # users write it (one step a call); 150 steps an epoch (parameter_server: 60, its slices').
     out += against_twin("gain",
                         "tfdist with its defaults",
                         "(info) the gain of tfdist's defaults",
                         prefix="defaults/",
                         label="tfdist's defaults, auto steps a call",
-                        extra=["--steps_per_execution=auto"],
-                        engines=[e for e in PROCS if e != "parameter_server"])
+                        extra=["--steps_per_execution=auto"])
     for name, subject, on, off in additions:
         out.append(
             dict(name=f"{name}/multi_worker/cnn",

@@ -59,3 +59,13 @@ def test_the_clock_takes_the_median_of_the_epochs_second_half():
     assert clock.step_seconds() == pytest.approx(0.002)
     clock.feed([0.0, 1.0, 1.001])  # too few steps to time
     assert clock.step_seconds() is None
+
+
+def test_parameter_server_counts_start_at_least():
+    """parameter_server: 2 and 3 steps a closure are no candidates (they cost more than 1 or
+    little less, auto_steps.PARAMETER_SERVER_LEAST); 1 where no divisor of 4 or more exists."""
+    assert choose(0.02, 60, 0.05) == 3
+    assert choose(0.02, 60, 0.05, least=4) == 4
+    assert choose(0.06, 60, 0.05, least=4) == 1  # a step alone takes long enough
+    assert choose(0.001, 6, 0.05, least=4) == 6
+    assert choose(0.001, 3, 0.05, least=4) == 1

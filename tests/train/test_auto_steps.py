@@ -143,3 +143,21 @@ def test_a_stopped_auto_run_resumes_to_the_same_weights(keras, tmp_path):
     assert "resuming from" in resumed and resumed.count(CHOSEN) == 1, resumed[-3000:]
     trained(straight, "auto", keras)
     assert_same_weights(stopped, straight, keras)
+
+
+@pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
+def test_auto_under_parameter_server(keras, tmp_path):
+    """parameter_server (chief, ps, 2 workers): the chief's batch hooks see steps scheduled, so
+    the first epoch's time per step and worker decides; the other epochs run 12 steps a closure,
+    with the throughput meter's input wait still counted in every epoch. (Asynchronous updates:
+    no run's weights are another's, so only the count and the run are checked.)"""
+    model_dir = tmp_path / "auto"
+    out = trained(model_dir, "auto", keras, tasks=4, strategy="parameter_server")
+    lines = re.findall(r"\[0\] tfdist: steps_per_execution auto: 12 from epoch 2 on: .*", out)
+    assert len(lines) == 1, out[-3000:]
+    assert "(the epoch's time per step and worker: steps scheduled" in lines[0]
+    assert "4 or more (parameter_server)" in lines[0]
+    assert "training from epoch 2/3, 12 steps each" in out
+    metrics = json.loads((model_dir / "metrics.json").read_text())
+    assert metrics["epochs"] == 3 and metrics["steps_per_execution"] == 12
+    assert len(metrics["epoch_input_wait"]) == 3 and None not in metrics["epoch_input_wait"]

@@ -9,9 +9,11 @@ tasks (the slowest task's step time decides, so every task compiles the same N),
 epochs train in a second `fit` at N, the model re-compiled with the same optimizer (its state
 kept). A divisor: Keras 3 runs every call in full, so only then does every epoch train its own
 steps and a stop resume where it stopped; with step checkpoints a divisor of their interval too,
-so they land on their steps. Under parameter_server it stays 1: the chief's batch hooks see steps
-scheduled, not run. The same weights as at one step a call: a call runs
-the same steps on the same batches, one after the other.
+so they land on their steps. Under parameter_server the chief's batch hooks see steps scheduled,
+not run: there a step's time is the first epoch's (every scheduled step has run at its end) times
+the workers over its steps, and N is at least PARAMETER_SERVER_LEAST. The same weights as at one
+step a call (synchronous engines): a call runs the same steps on the same batches, one after the
+other; parameter_server's asynchronous updates are never the same twice.
 
 The second `fit` traces its step function anew, which costs about what the first call of the run
 took (its tracing). It is paid only where the steps left save more: at CALL_SECONDS a call saved,
@@ -38,6 +40,11 @@ MOST = 1000  # steps a call at most (a step of under 20 microseconds)
 # The host's cost of a call that N steps a call pay once: 10 steps a call saved 0.25-0.28 ms of
 # CPU a step of about 2 ms (make bench's spe10/ rows, 2026-11-28, both Kerases).
 CALL_SECONDS = 3e-4
+# parameter_server: a closure of N > 1 steps runs Keras's step loop, which costs the parameter
+# server and the workers more per call than one step: at 2 steps a closure the run took 4-7 %
+# more CPU per sample than at 1 (the parameter server +20 %, 3 runs), at 3 5.9 % less, at 4 11 %
+# less (2 runs), at 6 18 % less (bench per-process slices, digits CNN, tf-keras, 2026-11-28).
+PARAMETER_SERVER_LEAST = 4
 
 
 def target_seconds() -> float:
@@ -66,13 +73,16 @@ def pays(count: int, steps_left: int, switch: float, call: float = CALL_SECONDS)
 def choose(step_seconds: float,
            steps_per_epoch: int,
            target: float = TARGET_SECONDS,
-           checkpoint_steps: int = 0) -> int:
+           checkpoint_steps: int = 0,
+           least: int = 1) -> int:
     """The smallest divisor of `steps_per_epoch` (and of `checkpoint_steps`, where step
     checkpoints are written: then they land on their steps, not at the next call's end), at most
     MOST, whose call of that many steps takes `target` seconds or more; the largest one up to MOST
-    where none does."""
+    where none does. Only 1 and divisors of `least` or more are candidates (1 where there is no
+    such divisor)."""
     steps = math.gcd(steps_per_epoch, checkpoint_steps) if checkpoint_steps else steps_per_epoch
-    divisors = [d for d in range(1, min(steps, MOST) + 1) if steps % d == 0]
+    candidates = range(1, min(steps, MOST) + 1)
+    divisors = [d for d in candidates if steps % d == 0 and (d == 1 or d >= least)]
     for count in divisors:
         if count * step_seconds >= target:
             return count
@@ -82,9 +92,10 @@ def choose(step_seconds: float,
 class StepClock(Callback):
     """The time between the ends of consecutive steps of fit's first epoch at one step a call:
     the median over the epoch's second half (its first steps trace the function and fill the
-    pipeline); and the time of fit's first call (`first_call_seconds`). At that epoch's end
-    `decide(clock)` returns the count for the other epochs: above 1 fit ends there (put the clock
-    last: the others' epoch end comes first); 1, fit goes on as it is."""
+    pipeline; under parameter_server, where the hooks see steps scheduled: the epoch's time times
+    the workers over its steps); and the time of fit's first call (`first_call_seconds`). At
+    that epoch's end `decide(clock)` returns the count for the other epochs: above 1 fit ends
+    there (put the clock last: the others' epoch end comes first); 1, fit goes on as it is."""
 
     def __init__(self, decide: Optional[Callable[["StepClock"], int]] = None):
         super().__init__()
@@ -93,12 +104,21 @@ class StepClock(Callback):
         self.decide = decide
         self.count: Optional[int] = None  # decided at the first epoch's end
         self.first_call_seconds: Optional[float] = None
-        self._begin = 0.0
+        self._begin = self._epoch_begin = 0.0
+        self._scheduled: Optional[float] = None  # parameter_server: a step's time, per worker
 
     def on_train_begin(self, logs=None):
         self._begin = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
+        if scheduled(self.model):
+            # Every step scheduled in the epoch has run (fit joined the coordinator): a worker
+            # ran its share of them one after the other, the workers at once.
+            from tfdist.train.input_wait import workers
+
+            steps = (self.params or {}).get("steps") or 0
+            seconds = time.perf_counter() - self._epoch_begin
+            self._scheduled = seconds * workers(self.model) / steps if steps >= 4 else None
         # Not where fit is ending already (a preemption's agreed stop: every task alike).
         if self.count is None and self.decide is not None and not self.model.stop_training:
             self.count = self.decide(self)
@@ -107,6 +127,7 @@ class StepClock(Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._ends = []
+        self._epoch_begin = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         if self.count is None:
@@ -116,8 +137,16 @@ class StepClock(Callback):
             self._ends.append(now)
 
     def step_seconds(self) -> Optional[float]:
-        """The median step time of the last epoch's second half; None under 4 steps timed."""
+        """The median step time of the last epoch's second half; None under 4 steps timed.
+        parameter_server: the last epoch's time per step and worker."""
+        if scheduled(self.model):
+            return self._scheduled
         later = self._ends[len(self._ends) // 2:]
         if len(later) < 3:
             return None
         return statistics.median(b - a for a, b in zip(later, later[1:]))
+
+
+def scheduled(model) -> bool:
+    """Whether `model`'s fit schedules its steps on workers (parameter_server's coordinator)."""
+    return getattr(model, "_cluster_coordinator", None) is not None

@@ -17,8 +17,8 @@ from tfdist.distribute.default_strategy import outside
 from tfdist.distribute import LostTaskError
 from tfdist.errors import ConfigError
 from tfdist.files import replacing
-from tfdist.app.auto_steps import (MOST, StepClock, choose, pays, saving, switch_seconds,
-                                   target_seconds)
+from tfdist.app.auto_steps import (MOST, PARAMETER_SERVER_LEAST, StepClock, choose, pays, saving,
+                                   switch_seconds, target_seconds)
 from tfdist.app.config import AUTO, TrainConfig
 from tfdist.train.summary import metrics_path
 
@@ -250,9 +250,6 @@ def _auto_fixed(cfg: TrainConfig, rt, first_epoch: int, callbacks) -> Optional[s
         return "one epoch to train: no later epoch to train faster"
     if callbacks.profiler is not None:  # --profile_steps or $PROFILE_STEPS
         return "the profiler (--profile_steps) traces the steps one by one"
-    if rt.strategy_name == "parameter_server":
-        # The chief's hooks see steps scheduled, not run: no step time to choose by.
-        return "under parameter_server the chief does not see how long a step takes"
     return None
 
 
@@ -270,14 +267,19 @@ def _agreed_count(rt, clock: StepClock, steps: int, epoch: int, epochs: int,
         log.info("steps_per_execution auto: 1 (too few steps in epoch %d to time)", epoch + 1)
         return 1
     target = target_seconds()
-    count = choose(slowest, steps, target, checkpoint_steps)
+    scheduled = rt.strategy_name == "parameter_server"
+    count = choose(slowest, steps, target, checkpoint_steps,
+                   PARAMETER_SERVER_LEAST if scheduled else 1)
     within = f"the epoch's {steps} steps" + (f" and of --checkpoint_steps={checkpoint_steps}"
                                              if checkpoint_steps else "")
+    if scheduled:  # fewer steps a closure cost more there (auto_steps.PARAMETER_SERVER_LEAST)
+        within += f", {PARAMETER_SERVER_LEAST} or more (parameter_server)"
     why = (
         f"the smallest divisor of {within} whose call takes {target * 1e3:.0f} ms or more"
         if count * slowest >= target else
         f"no divisor of {within} up to {MOST} makes a call of {target * 1e3:.0f} ms: the largest")
-    median = "the slowest task's median" if several else "the median"
+    median = ("the epoch's time per step and worker: steps scheduled, not timed one by one"
+              if scheduled else "the slowest task's median" if several else "the median")
     timed = f"a step took {slowest * 1e3:.2f} ms in epoch {epoch + 1} ({median})"
     left = (epochs - epoch - 1) * steps
     if count > 1 and not pays(count, left, switch):
