@@ -19,6 +19,7 @@ from tfdist.errors import ConfigError
 from tfdist.files import replacing
 from tfdist.app.auto_steps import (MOST, PARAMETER_SERVER_LEAST, StepClock, choose, pays, saving,
                                    switch_seconds, target_seconds)
+from tfdist.app.auto_steps import scheduled as steps_scheduled
 from tfdist.app.config import AUTO, TrainConfig
 from tfdist.train.summary import metrics_path
 
@@ -267,7 +268,7 @@ def _agreed_count(rt, clock: StepClock, steps: int, epoch: int, epochs: int,
         log.info("steps_per_execution auto: 1 (too few steps in epoch %d to time)", epoch + 1)
         return 1
     target = target_seconds()
-    scheduled = rt.strategy_name == "parameter_server"
+    scheduled = steps_scheduled(clock.model)  # parameter_server: timed as the clock timed it
     count = choose(slowest, steps, target, checkpoint_steps,
                    PARAMETER_SERVER_LEAST if scheduled else 1)
     within = f"the epoch's {steps} steps" + (f" and of --checkpoint_steps={checkpoint_steps}"
