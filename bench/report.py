@@ -453,6 +453,18 @@ def docs_blocks() -> dict:
         if any(not r["a_side"].get("keras") for r in data["rows"]):
             blocks["overhead"] += "\n\n" + UNRECORDED_KERAS
         blocks["overhead"] += "\n\n" + plan_text()
+    xla = load("xla")
+    if xla:
+        blocks["xla"] = (
+            f"{xla['machine']['date'][:10]}, one device, {xla['setup']['rounds']} rounds of "
+            f"alternating slices of {xla['setup']['steps_per_slice']} steps of "
+            f"{xla['setup']['batch']} samples (`.venv/bin/python bench/xla.py`). XLA on / off: "
+            "the median per-round ratio, with its bootstrap 95 % interval.\n\n" + _md(
+                ("model", "Keras", "CPU per sample, XLA on / off [95 %]",
+                 "samples/s, XLA on / off"),
+                [(r["model"], r["keras"], interval_text(
+                    r["cpu_per_sample"]), _fmt(r["samples_per_sec"]["median"]))
+                 for r in xla["rows"]]))
     other = rows()
     if other:
         weak = load("weak_scaling")

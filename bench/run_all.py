@@ -7,7 +7,8 @@
   BENCH_QUICK=1 .venv/bin/python bench/run_all.py     # the equal-settings rows only, about 9
                                                        # minutes, a cost told to +-5 %
 
-Runs, in this order: allreduce.py (2), training.py (1, 3, 4), input_pipeline.py (5); each writes
+Runs, in this order: allreduce.py (2), training.py (1, 3, 4), input_pipeline.py (5), xla.py
+(XLA on one device, about a minute); each writes
 bench/results/<name>.json. input_pipeline.json (written by that script) gets the machine record
 added here. Then report.py draws bench/results/<name>.png, prints the summary table and rewrites
 the generated tables of docs/benchmarks.md.
@@ -33,6 +34,7 @@ STEPS = {
     "allreduce": ["allreduce.py"],
     "training": ["training.py"],
     "input_pipeline": ["input_pipeline.py", "--repeats=5"],
+    "xla": ["xla.py"],
 }
 
 
@@ -41,14 +43,14 @@ def main() -> None:
     parser.add_argument("--skip",
                         default="",
                         help="comma-separated: allreduce,training,"
-                        "input_pipeline")
+                        "input_pipeline,xla")
     args = parser.parse_args()
     # A benchmark ends its own processes within its GRACE; this one waits for that, then more.
     end_children_on_signals(grace=3 * GRACE)
     skip = set(filter(None, args.skip.split(",")))
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     if quick:
-        skip |= {"allreduce", "input_pipeline"}
+        skip |= {"allreduce", "input_pipeline", "xla"}
         STEPS["training"].append("--quick")
     elif os.environ.get("BENCH_ALL", "") not in ("", "0"):
         STEPS["training"].append("--all")

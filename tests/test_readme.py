@@ -45,9 +45,13 @@ def test_performance_tables_are_generated_from_the_results():
         sys.path.remove(str(REPO / "bench"))
     blocks = report.docs_blocks()
     data = json.loads((RESULTS / "overhead.json").read_text())
-    assert set(blocks) == {"overhead", "others"}
+    assert set(blocks) == {"overhead", "others", "xla"}
     for name, block in blocks.items():
         assert f"<!-- bench:{name} -->\n{block}\n<!-- /bench:{name} -->" in BENCHMARKS, name
+    for row in json.loads((RESULTS / "xla.json").read_text())["rows"]:
+        cpu = row["cpu_per_sample"]
+        assert (f"| {row['model']} | {row['keras']} | {cpu['median']:.3f} [{cpu['low']:.3f}, "
+                f"{cpu['high']:.3f}] |" in blocks["xla"]), row["name"]
     for row in data["rows"]:
         cpu = row["cpu_ratio"]
         # A row of a quick run among full-run rows is marked so.

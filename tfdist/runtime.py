@@ -312,6 +312,7 @@ def init(strategy: str = "auto",
         # Unseeded shuffles the same on every worker, before the script builds its input.
         shared_seed.install(engine)
         _guard_fit(engine)  # before the default changes: it asks what TensorFlow's own is
+        _guard_xla(engine)
         user_callbacks.install(engine)  # the script's own callbacks and saves: the chief writes
         default_strategy.make_default(engine.strategy)
         replicas = max(1, engine.num_replicas_in_sync)
@@ -344,10 +345,26 @@ def _guard_fit(engine: Engine) -> None:
     if strategy is None or strategy is tf.distribute.get_strategy() or not several:
         strategy_guard.expect(None, "")
         return
-    strategy_guard.expect(
-        strategy, f"--strategy={engine.name}, {engine.world_size} "
-        f"task{'s' if engine.world_size > 1 else ''}, {engine.num_replicas_in_sync} "
-        f"replica{'s' if engine.num_replicas_in_sync > 1 else ''} in sync", engine.world_size)
+    strategy_guard.expect(strategy, _in_words(engine), engine.world_size)
+
+
+def _in_words(engine: Engine) -> str:
+    return (f"--strategy={engine.name}, {engine.world_size} "
+            f"task{'s' if engine.world_size > 1 else ''}, {engine.num_replicas_in_sync} "
+            f"replica{'s' if engine.num_replicas_in_sync > 1 else ''} in sync")
+
+
+def _guard_xla(engine: Engine) -> None:
+    """Make `fit` refuse a step compiled with XLA where the engine cannot run one, and `compile`
+    say where Keras 3's "auto" turned XLA off (tfdist.keras_compat.xla_guard)."""
+    import tensorflow as tf
+
+    from tfdist.keras_compat import xla_guard
+
+    several = engine.num_replicas_in_sync > 1 or engine.world_size > 1
+    xla_guard.expect(_in_words(engine),
+                     engine.xla_refusal() if several else None, several,
+                     bool(tf.config.get_visible_devices("GPU")))
 
 
 def run_directory(model_dir: Optional[str],

@@ -145,7 +145,8 @@ def test_parameter_server(keras, tmp_path):
 @pytest.mark.parametrize("keras", [tf_keras_twin(2), 3])
 def test_mirrored_on_two_devices(keras, tmp_path, script_run):
     """One process, 2 devices: the model made after init() trains on both, with or without the
-    scope; one made before init() (it would train on one device) is refused by its fit."""
+    scope; one made before init() (it would train on one device) is refused by its fit, and so
+    is one compiled with XLA (it cannot run over 2 devices)."""
     for when, *more in (("after", "same_math"), ("scope", )):
         r, out = script_run(keras, when, "mirrored", *more, workers=0)
         assert r.returncode == 0, r.stderr[-3000:]
@@ -156,6 +157,18 @@ def test_mirrored_on_two_devices(keras, tmp_path, script_run):
             env=keras_environ(keras))
     assert r.returncode != 0
     assert REFUSED.format("mirrored, 1 task, 2 replicas in sync") in r.stderr, r.stderr[-3000:]
+    assert not list(tmp_path.glob("w.*.npz"))
+    # Compiled with XLA: TensorFlow would fail at the first step, deep in its graph compiler
+    # (docs/benchmarks.md#xla); fit stops before it, with the reason and the fix.
+    r = run([sys.executable, SCRIPT,
+             str(keras), str(out), "after", "mirrored", "jit"],
+            env=keras_environ(keras))
+    assert r.returncode != 0
+    assert ("XlaUnderStrategy: Sequential is compiled with jit_compile=True (XLA), which cannot "
+            "train under --strategy=mirrored, 1 task, 2 replicas in sync: XLA compiles the step "
+            "for one device, and it reads the variables of all 2 CPU devices' replicas"
+            in r.stderr), r.stderr[-3000:]
+    assert "Graph execution error" not in r.stderr and "Epoch 1/" not in r.stdout
     assert not list(tmp_path.glob("w.*.npz"))
 
 

@@ -10,7 +10,8 @@ workers trains the same math on the global batch (64) as one process, `bn`: a Ba
 layer after the convolution and each worker's samples in its own order (its moving statistics
 then differ per worker unless averaged), `epochs=N` (default 2), `dataset`: the training data as
 a repeated, shuffled, batched tf.data.Dataset and `steps_per_epoch=20`, no validation (what
-ParameterServerStrategy's fit takes: there only the chief runs the script past init()).
+ParameterServerStrategy's fit takes: there only the chief runs the script past init()), `jit`:
+compiled with `jit_compile=True` (XLA).
 OUT.<rank>.npz also holds `epochs_run`, the epochs this fit trained (fewer where it resumed), and
 `device`, the device of the model's first variable, and `tf_keras_loaded`, whether anything
 imported tf-keras."""
@@ -25,6 +26,7 @@ from sklearn.datasets import load_digits
 KERAS, OUT, WHEN = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 MIRRORED, SAME_MATH = "mirrored" in sys.argv[4:], "same_math" in sys.argv[4:]
 BN, DATASET = "bn" in sys.argv[4:], "dataset" in sys.argv[4:]
+JIT = "jit" in sys.argv[4:]
 EPOCHS = int(next((a.split("=")[1] for a in sys.argv[4:] if a.startswith("epochs=")), 2))
 if KERAS == 2:
     from tensorflow import keras  # tf-keras: the test exports TF_USE_LEGACY_KERAS=1 (keras_environ)
@@ -72,7 +74,10 @@ if WHEN == "after":
 with rt.scope() if WHEN == "scope" else contextlib.nullcontext():  # tfdist (`scope`)
     if WHEN == "scope":
         model = make_model()
-    model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
+    model.compile(loss="categorical_crossentropy",
+                  optimizer="adam",
+                  metrics=["accuracy"],
+                  **(dict(jit_compile=True) if JIT else {}))
 initial = model.get_weights()
 if DATASET:
     import tensorflow as tf

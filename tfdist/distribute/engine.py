@@ -106,6 +106,12 @@ class Engine:
         where there is one replica, or where the strategy averages them itself."""
         return 0
 
+    def xla_refusal(self) -> Optional[str]:
+        """Why a training step compiled with XLA (Keras's `jit_compile=True`) cannot run under
+        this engine as set up, with what TensorFlow says, or None where it can or where tfdist has
+        not seen it fail (measured: docs/benchmarks.md#xla)."""
+        return None
+
     def serve(self) -> None:
         """Serve the job until training is over on a task that runs no model.fit
         (parameter_server's ps and workers); returns at once where every task trains."""

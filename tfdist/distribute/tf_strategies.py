@@ -72,6 +72,14 @@ class MirroredEngine(Engine):
     def average_layer_statistics(self, model) -> int:
         return _average_replica_statistics(self.strategy, model)
 
+    def xla_refusal(self) -> Optional[str]:
+        devices = self.strategy.extended.worker_devices
+        if len(devices) < 2 or any("CPU" not in d.upper() for d in devices):
+            return None  # several GPUs: not seen here
+        return (f"XLA compiles the step for one device, and it reads the variables of all "
+                f"{len(devices)} CPU devices' replicas (TensorFlow: \"Trying to access resource "
+                "... located in device CPU:1 from device CPU:0\")")
+
 
 class OneDeviceEngine(Engine):
     name = "one_device"
@@ -211,6 +219,13 @@ class MultiWorkerEngine(_ClusterEngine):
         # mean (a chief's save alone can wait for no collective: tfdist.distribute.own_values).
         return _average_replica_statistics(self.strategy, model, on_read_too=True)
 
+    def xla_refusal(self) -> Optional[str]:
+        if self.collective != "ring" or self.world_size < 2:
+            return None  # NCCL: TensorFlow compiles it (not seen here: no GPU)
+        return ("TensorFlow's XLA compiles NCCL collectives only, and this run all-reduces with "
+                "RING (--collective=ring, the default on CPU workers; TensorFlow: \"Only "
+                "compiling NCCL/auto collective is supported, got: ring\")")
+
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         if self._gather_fn is None:
             strategy = self.strategy
@@ -254,6 +269,11 @@ class ParameterServerEngine(_ClusterEngine):
 
     name = "parameter_server"
     capabilities = Capabilities(batch_callbacks=False, exact_resume=False, replica_statistics=False)
+
+    def xla_refusal(self) -> Optional[str]:
+        return ("the variables live on the parameter servers and XLA compiles a worker's step for "
+                "the worker's own device (TensorFlow: \"Trying to access resource ... located in "
+                "device /job:ps/... from device /job:worker/...\")")
 
     def __init__(self, cluster, roles, chief_timeout: float = 600.0):
         super().__init__(cluster, roles)
