@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import signal
 import statistics
 import struct
 import subprocess
@@ -301,6 +302,8 @@ def measure_slice(run: Run, label: str, seconds: float) -> dict:
     wall = time.monotonic() - wall0
     cpu1, processes = proctree.cpu_seconds(run.tags)
     run.check(label)
+    if not processes:  # nothing stopped nor counted: the slices would mean nothing
+        raise RunFailed(f"{label}: none of its processes found by their tag (bench/proctree.py)")
     steps = run.steps() - steps0
     if steps <= 0:
         raise RunFailed(f"{label} finished no step in a {wall:.1f} s slice: see {run.log}")
@@ -373,7 +376,13 @@ def compare(pairs: Sequence[dict],
                 for run in runs.values():
                     proctree.kill(run.tags)
                     for p in run.procs:
-                        p.wait()
+                        try:
+                            p.wait(timeout=STEP_WAIT)
+                        except subprocess.TimeoutExpired:  # its tree not found: its group
+                            error = error or f"{p.args[0]}'s processes not found to end"
+                            if p.pid > 1:  # its own session (bench/common.py): group = pid
+                                os.killpg(p.pid, signal.SIGKILL)
+                            p.wait()
             if error:
                 break
         row = summarize(pair, *measured, max(i, n) if error else i)

@@ -62,10 +62,24 @@ def _stats() -> dict[int, tuple[str, int, int]]:
     return out
 
 
-# (pid, start time) -> the tags it carries: read once (they change only at an exec with another
-# environment, which only a driver's own children do, before its Popen returns). A reused pid has
-# another start time, so is read anew.
+# (pid, start time) -> the tags it carries, kept once it carries one (tags are inherited, so a
+# process keeps them at its own execs). One that carries none is read anew each time: Popen
+# returns when the child's exec closes its close-on-exec pipe, before the kernel has set up the new
+# environment, so a read right then finds it empty. Cached, such a process was never found again:
+# never stopped, its CPU never counted, never killed (2026-11-29: a hand-written run trained
+# through its twin's slices and the driver waited for it forever). A reused pid has another start
+# time, so is read anew.
 _seen: dict[tuple[int, int], frozenset[bytes]] = {}
+
+
+def _own_start() -> int:
+    with open("/proc/self/stat", "rb") as f:
+        stat = f.read()
+    return int(stat[stat.rindex(b")") + 2:].split()[19])
+
+
+# A process that started before this one cannot carry a tag this one gave: never read.
+_STARTED = _own_start()
 
 
 def _carried(pid: int) -> frozenset[bytes]:
@@ -93,11 +107,12 @@ def members(tags: Iterable[str] | str) -> dict[int, tuple[str, int]]:
         del _seen[key]
     out = {}
     for pid, (state, ticks, start) in stats.items():
-        if state in ("Z", "X"):  # a zombie's environment reads empty
+        if state in ("Z", "X") or start < _STARTED:  # a zombie's environment reads empty
             continue
-        if (pid, start) not in _seen:
-            _seen[(pid, start)] = _carried(pid)
-        if not _seen[(pid, start)].isdisjoint(entries):
+        carried = _seen.get((pid, start)) or _carried(pid)
+        if carried:
+            _seen[(pid, start)] = carried
+        if not carried.isdisjoint(entries):
             out[pid] = (state, ticks)
     return out
 
