@@ -26,10 +26,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import machine, quiet_env, write_result  # noqa: E402
 from compare import interval  # noqa: E402
+from training import KERAS_ROW  # noqa: E402
+from training import PER_REPLICA_BATCH as BATCH  # noqa: E402  (samples a step)
 
 MODELS = ("cnn", "resnet_small")
-BATCH = 32  # samples a step, as bench/training.py's per replica
-KERAS_ROW = {2: "tf-keras", 3: "keras3"}
 
 
 def measure(keras_version: int, rounds: int, steps: int) -> list[dict]:

@@ -109,7 +109,8 @@ class Engine:
     def xla_refusal(self) -> Optional[str]:
         """Why a training step compiled with XLA (Keras's `jit_compile=True`) cannot run under
         this engine as set up, with what TensorFlow says, or None where it can or where tfdist has
-        not seen it fail (measured: docs/benchmarks.md#xla)."""
+        not seen it fail (measured: docs/benchmarks.md#xla). Asked only where the engine trains
+        several replicas or tasks (tfdist.runtime)."""
         return None
 
     def serve(self) -> None:

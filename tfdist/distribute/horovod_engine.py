@@ -220,8 +220,8 @@ class HorovodEngine(Engine):
     def xla_refusal(self) -> Optional[str]:
         # Horovod registers XLA kernels for its ops in GPU builds only, and only with
         # HOROVOD_ENABLE_XLA_OPS=1 (horovod/tensorflow/xla_mpi_ops.cc; not seen here: no GPU).
-        if self.cluster.world_size < 2 or (tf.config.get_visible_devices("GPU")
-                                           and os.environ.get("HOROVOD_ENABLE_XLA_OPS") == "1"):
+        if (tf.config.get_visible_devices("GPU")
+                and os.environ.get("HOROVOD_ENABLE_XLA_OPS") == "1"):
             return None
         return ("Horovod's all-reduce has no XLA kernel except in a GPU build with "
                 "HOROVOD_ENABLE_XLA_OPS=1 (TensorFlow: \"No registered 'HorovodAllreduce' "

@@ -74,7 +74,7 @@ class MirroredEngine(Engine):
 
     def xla_refusal(self) -> Optional[str]:
         devices = self.strategy.extended.worker_devices
-        if len(devices) < 2 or any("CPU" not in d.upper() for d in devices):
+        if any("CPU" not in d.upper() for d in devices):
             return None  # several GPUs: not seen here
         return (f"XLA compiles the step for one device, and it reads the variables of all "
                 f"{len(devices)} CPU devices' replicas (TensorFlow: \"Trying to access resource "
@@ -220,7 +220,7 @@ class MultiWorkerEngine(_ClusterEngine):
         return _average_replica_statistics(self.strategy, model, on_read_too=True)
 
     def xla_refusal(self) -> Optional[str]:
-        if self.collective != "ring" or self.world_size < 2:
+        if self.collective != "ring":
             return None  # NCCL: TensorFlow compiles it (not seen here: no GPU)
         return ("TensorFlow's XLA compiles NCCL collectives only, and this run all-reduces with "
                 "RING (--collective=ring, the default on CPU workers; TensorFlow: \"Only "
@@ -270,11 +270,6 @@ class ParameterServerEngine(_ClusterEngine):
     name = "parameter_server"
     capabilities = Capabilities(batch_callbacks=False, exact_resume=False, replica_statistics=False)
 
-    def xla_refusal(self) -> Optional[str]:
-        return ("the variables live on the parameter servers and XLA compiles a worker's step for "
-                "the worker's own device (TensorFlow: \"Trying to access resource ... located in "
-                "device /job:ps/... from device /job:worker/...\")")
-
     def __init__(self, cluster, roles, chief_timeout: float = 600.0):
         super().__init__(cluster, roles)
         _export_tf_config(roles)
@@ -292,6 +287,11 @@ class ParameterServerEngine(_ClusterEngine):
 
     def training_ranks(self) -> list[int]:
         return [self.rank]  # the chief; ps and workers serve
+
+    def xla_refusal(self) -> Optional[str]:
+        return ("the variables live on the parameter servers and XLA compiles a worker's step for "
+                "the worker's own device (TensorFlow: \"Trying to access resource ... located in "
+                "device /job:ps/... from device /job:worker/...\")")
 
     def chief_finished(self) -> bool:
         """Non-blocking: whether the chief has come and gone (the end for the other tasks)."""
